@@ -1,0 +1,106 @@
+"""Calibration: efficiencies per kernel family and datatype, partial-grid bandwidth, and launch overheads."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+from hwmodels.dtypes import Dtype
+from hwmodels.specfile import FieldError, load_record, read_yaml
+from hwmodels.work import Family
+
+CALIBRATION_DIR = Path(__file__).parent / "calibrations"
+DEFAULT = "default"
+
+
+@dataclass(frozen=True)
+class Calibration:
+    """How far real kernels fall short of the roofline; starts from documented defaults, later fitted.
+
+    `compute_efficiency[family][dtype]` and `memory_efficiency[family]` fall back to the `default`
+    entry. `hbm_saturation_cu_fraction` is the share of CUs that must stream at once to reach full HBM
+    bandwidth; `latency_hiding_workgroups_per_cu` is how many resident workgroups a CU needs to hide
+    memory latency. Launch overheads, when set, replace the GPU spec's.
+    """
+
+    name: str
+    compute_efficiency: Mapping[str, Mapping[str, float]]
+    memory_efficiency: Mapping[str, float]
+    hbm_saturation_cu_fraction: float
+    latency_hiding_workgroups_per_cu: float
+    launch_eager_s: float | None = None
+    launch_graph_node_s: float | None = None
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        families = {f.value for f in Family} | {DEFAULT}
+        dtypes = {d.value for d in Dtype} | {DEFAULT}
+        for fam, per_dtype in self.compute_efficiency.items():
+            _check_names("compute_efficiency", [fam], families)
+            _check_names(f"compute_efficiency.{fam}", per_dtype, dtypes)
+            for dtype, eff in per_dtype.items():
+                _check_efficiency(f"compute_efficiency.{fam}.{dtype}", eff)
+        _check_names("memory_efficiency", self.memory_efficiency, families)
+        for fam, eff in self.memory_efficiency.items():
+            _check_efficiency(f"memory_efficiency.{fam}", eff)
+        if DEFAULT not in self.compute_efficiency or DEFAULT not in self.compute_efficiency[DEFAULT]:
+            raise FieldError("compute_efficiency", "needs a default.default entry")
+        if DEFAULT not in self.memory_efficiency:
+            raise FieldError("memory_efficiency", "needs a default entry")
+        _check_efficiency("hbm_saturation_cu_fraction", self.hbm_saturation_cu_fraction)
+        if self.latency_hiding_workgroups_per_cu < 1:
+            raise FieldError("latency_hiding_workgroups_per_cu", "must be at least 1")
+
+    def compute_efficiency_for(self, family: Family | None, dtype: Dtype) -> float:
+        """Share of the dtype's dense peak this family reaches."""
+        table = self.compute_efficiency.get(family.value if family else DEFAULT, {})
+        default = self.compute_efficiency[DEFAULT]
+        return table.get(dtype.value, table.get(DEFAULT, default.get(dtype.value, default[DEFAULT])))
+
+    def memory_efficiency_for(self, family: Family | None) -> float:
+        """Share of peak HBM bandwidth this family reaches with the whole GPU streaming."""
+        return self.memory_efficiency.get(family.value if family else DEFAULT, self.memory_efficiency[DEFAULT])
+
+
+def _check_names(key: str, names: Any, valid: set[str]) -> None:
+    for name in names:
+        if name not in valid:
+            raise FieldError(f"{key}.{name}", f"unknown name (valid: {', '.join(sorted(valid))})")
+
+
+def _check_efficiency(key: str, value: float) -> None:
+    if not 0 < value <= 1:
+        raise FieldError(key, f"must be in (0, 1], got {value}")
+
+
+def _deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    merged = dict(base)
+    for key, value in overlay.items():
+        is_leaf = isinstance(value, Mapping) and set(value) == {"value", "source"}
+        if isinstance(value, Mapping) and not is_leaf and isinstance(merged.get(key), Mapping):
+            merged[key] = _deep_merge(merged[key], value)
+        else:
+            merged[key] = value
+    return merged
+
+
+@cache
+def load_calibration(gpu_name: str | None = None, path: str | Path | None = None) -> Calibration:
+    """The default calibration, overlaid with `calibrations/<gpu>.yaml` if it exists, then with `path`."""
+    raw = read_yaml(CALIBRATION_DIR / f"{DEFAULT}.yaml")
+    where = CALIBRATION_DIR / f"{DEFAULT}.yaml"
+    overlays = []
+    if gpu_name and (CALIBRATION_DIR / f"{gpu_name}.yaml").exists():
+        overlays.append(CALIBRATION_DIR / f"{gpu_name}.yaml")
+    if path is not None:
+        overlays.append(Path(path))
+    for overlay_path in overlays:
+        overlay = read_yaml(overlay_path)
+        if not isinstance(overlay, Mapping):
+            return load_record(Calibration, overlay, overlay_path)  # raises, naming the file
+        raw = _deep_merge(raw, overlay)
+        where = overlay_path
+    return load_record(Calibration, raw, where)

@@ -1,0 +1,131 @@
+"""Time of one kernel launch on one GPU: roofline x efficiency, CU-level tail, partial-grid bandwidth, launch.
+
+The model, per launch of W workgroups on a GPU of C CUs with k workgroups resident per CU:
+
+- compute_s = max(sum_d flop_d / (peak_d * eff_d),  f_wg * ceil(W / C) / (rate_cu * hiding))
+- memory_s  = max(bytes / (bw * eff_m),              b_wg * ceil(W / C) / (bw_cu * hiding))
+- time_s    = max(compute_s, memory_s) + launch_s
+
+The first term of each is the whole-GPU roofline. The second is the busiest CU: it runs ceil(W / C)
+workgroups one after another (its resident workgroups share its math units and its memory path),
+each executing f_wg FLOP and streaming b_wg bytes. rate_cu is one CU's share of the efficient peak.
+bw_cu = bw * eff_m / (s * C): one CU can pull 1 / (s * C) of the bandwidth, so a grid must keep a
+share s of the CUs streaming (`hbm_saturation_cu_fraction`) to saturate HBM, and a grid of fewer
+workgroups cannot. hiding = min(1, min(k, ceil(W / C)) / n_hide) scales a CU's rates down when fewer
+than `latency_hiding_workgroups_per_cu` workgroups are resident to hide latency.
+
+Efficiencies and s are at most 1 and f_wg * W >= flop, b_wg * W >= bytes, so no prediction is below
+the roofline floor max(flop / peak, bytes / bw).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+from enum import Enum
+
+from hwmodels.calibration import Calibration
+from hwmodels.occupancy import Occupancy, occupancy
+from hwmodels.spec import GPU
+from hwmodels.work import Work
+
+
+class LaunchMode(Enum):
+    """How the host submits a kernel: one API call each, or as a node of a captured graph."""
+
+    EAGER = "eager"
+    GRAPH = "graph"
+
+
+class Bound(Enum):
+    """Which term sets a launch's time."""
+
+    COMPUTE = "compute"
+    MEMORY = "memory"
+    LAUNCH = "launch"
+
+
+@dataclass(frozen=True)
+class KernelTime:
+    """A launch's predicted time and the terms that make it, all in seconds."""
+
+    time_s: float
+    compute_s: float
+    memory_s: float
+    launch_s: float
+    floor_s: float
+    bound: Bound
+    waves: int
+    occupancy: Occupancy | None
+
+
+def roofline_floor_s(work: Work, gpu: GPU) -> float:
+    """The time no implementation beats: all FLOP at dense peak or all bytes at peak bandwidth."""
+    compute = sum(flop / gpu.peak_flop_per_s(dtype) for dtype, flop in work.flop_by_dtype.items() if flop)
+    return max(compute, work.bytes / gpu.hbm_bandwidth_bytes_per_s)
+
+
+def launch_overhead_s(gpu: GPU, calib: Calibration, mode: LaunchMode) -> float:
+    """Host-side cost of one launch; the calibration's value wins over the spec's."""
+    if mode is LaunchMode.GRAPH:
+        return calib.launch_graph_node_s if calib.launch_graph_node_s is not None else gpu.launch_graph_node_s
+    return calib.launch_eager_s if calib.launch_eager_s is not None else gpu.launch_eager_s
+
+
+def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = LaunchMode.EAGER) -> KernelTime:
+    """Predicted time of one launch; a Work of several launches must be timed launch by launch."""
+    if work.launches != 1:
+        raise ValueError(f"kernel_time times one launch; this Work has {work.launches} (time each of launches())")
+    if work.workgroups == 0:
+        if work.flop or work.bytes:
+            raise ValueError("a launch with work to do needs at least one workgroup")
+        launch_s = launch_overhead_s(gpu, calib, mode)
+        return KernelTime(launch_s, 0.0, 0.0, launch_s, 0.0, Bound.LAUNCH, 0, None)
+
+    occ = occupancy(gpu, lds_bytes=work.lds_bytes_per_workgroup, threads=work.threads_per_workgroup,
+                    vgprs=work.registers_per_thread)
+    cus = gpu.compute_units
+    per_cu_rounds = -(-work.workgroups // cus)
+    resident = min(occ.workgroups_per_cu, per_cu_rounds)
+    hiding = min(1.0, resident / calib.latency_hiding_workgroups_per_cu)
+
+    whole_gpu_compute_s = sum(
+        flop / (gpu.peak_flop_per_s(dtype) * calib.compute_efficiency_for(work.family, dtype))
+        for dtype, flop in work.flop_by_dtype.items() if flop
+    )
+    compute_s = whole_gpu_compute_s
+    if work.flop:
+        cu_rate = work.flop / whole_gpu_compute_s / cus
+        compute_s = max(compute_s, work.workgroup_flop * per_cu_rounds / (cu_rate * hiding))
+
+    bandwidth = gpu.hbm_bandwidth_bytes_per_s * calib.memory_efficiency_for(work.family)
+    cu_bandwidth = bandwidth / (calib.hbm_saturation_cu_fraction * cus)
+    memory_s = max(work.bytes / bandwidth, work.workgroup_bytes * per_cu_rounds / (cu_bandwidth * hiding))
+
+    launch_s = launch_overhead_s(gpu, calib, mode)
+    busy_s = max(compute_s, memory_s)
+    if launch_s > busy_s:
+        bound = Bound.LAUNCH
+    else:
+        bound = Bound.COMPUTE if compute_s >= memory_s else Bound.MEMORY
+    return KernelTime(
+        time_s=busy_s + launch_s,
+        compute_s=compute_s,
+        memory_s=memory_s,
+        launch_s=launch_s,
+        floor_s=roofline_floor_s(work, gpu),
+        bound=bound,
+        waves=-(-work.workgroups // (cus * occ.workgroups_per_cu)),
+        occupancy=occ,
+    )
+
+
+def kernel_time_s(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = LaunchMode.EAGER) -> float:
+    """Predicted seconds of one launch."""
+    return kernel_time(work, gpu, calib, mode).time_s
+
+
+def launches_time_s(launches: Iterable[Work], gpu: GPU, calib: Calibration,
+                    mode: LaunchMode = LaunchMode.EAGER) -> float:
+    """Seconds of launches run back to back on one stream."""
+    return sum(kernel_time_s(work, gpu, calib, mode) for work in launches)

@@ -1,0 +1,160 @@
+"""Hardware specs: GPUs and platforms (nodes) as frozen dataclasses loaded from `specs/`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import cache
+from pathlib import Path
+
+from hwmodels.dtypes import Dtype
+from hwmodels.specfile import FieldError, SpecError, load_record, read_yaml
+
+SPEC_DIR = Path(__file__).parent / "specs"
+
+
+class Vendor(Enum):
+    """Who makes the GPU; decides the words (CU/SM, wave/warp, LDS/shared memory) in reports."""
+
+    AMD = "amd"
+    NVIDIA = "nvidia"
+
+
+class Topology(Enum):
+    """How the GPUs of a platform are wired to each other."""
+
+    FULL_MESH = "full_mesh"  # a point-to-point link between every pair (xGMI)
+    SWITCH = "switch"  # every GPU's links go to switches (NVLink + NVSwitch)
+    DIRECT = "direct"  # two GPUs joined by a bundle of links (NVLink bridge)
+
+
+@dataclass(frozen=True)
+class GPU:
+    """One GPU's resources and peak rates, in SI units, with the source of every number."""
+
+    name: str
+    vendor: Vendor
+    arch: str
+    description: str
+    compute_units: int
+    clock_hz: float
+    wave_size: int
+    simds_per_cu: int
+    max_waves_per_simd: int
+    registers_per_simd_lane: int  # 32-bit registers per lane of one SIMD, shared by its resident waves
+    register_granule: int  # registers per lane are allocated in multiples of this
+    max_registers_per_thread: int
+    lds_per_cu_bytes: int
+    lds_max_per_workgroup_bytes: int
+    lds_granularity_bytes: int
+    max_workgroups_per_cu: int
+    max_threads_per_workgroup: int
+    peak_dense_flop_per_s: Mapping[Dtype, float | None]
+    hbm_capacity_bytes: float
+    hbm_bandwidth_bytes_per_s: float
+    l2_bytes: float
+    llc_bytes: float
+    host_link_bytes_per_s: float  # per direction
+    launch_eager_s: float
+    launch_graph_node_s: float
+    tco_usd_per_gpu_hour: float
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        missing = [d.value for d in Dtype if d not in self.peak_dense_flop_per_s]
+        if missing:
+            raise FieldError("peak_dense_tflop_per_s", "missing datatypes (use value: null if not supported): "
+                             + ", ".join(missing))
+        for key in ("compute_units", "wave_size", "simds_per_cu", "max_waves_per_simd", "register_granule",
+                    "lds_granularity_bytes", "max_workgroups_per_cu", "max_threads_per_workgroup"):
+            if getattr(self, key) <= 0:
+                raise FieldError(key, "must be positive")
+        for key in ("clock_hz", "hbm_capacity_bytes", "hbm_bandwidth_bytes_per_s"):
+            if getattr(self, key) <= 0:
+                raise FieldError(key, "must be positive")
+        if self.lds_max_per_workgroup_bytes > self.lds_per_cu_bytes:
+            raise FieldError("lds_max_per_workgroup_bytes", "exceeds lds_per_cu_bytes")
+        if self.max_registers_per_thread > self.registers_per_simd_lane:
+            raise FieldError("max_registers_per_thread", "exceeds registers_per_simd_lane")
+
+    @property
+    def max_waves_per_cu(self) -> int:
+        """Wave (warp) slots of one CU (SM)."""
+        return self.max_waves_per_simd * self.simds_per_cu
+
+    def peak_flop_per_s(self, dtype: Dtype) -> float:
+        """Dense peak of the math units for `dtype`; raises if the GPU has none."""
+        peak = self.peak_dense_flop_per_s[dtype]
+        if peak is None:
+            valid = ", ".join(d.value for d, v in self.peak_dense_flop_per_s.items() if v is not None)
+            raise ValueError(f"{self.name} has no {dtype.value} math units (supported: {valid})")
+        return peak
+
+    def supports(self, dtype: Dtype) -> bool:
+        return self.peak_dense_flop_per_s[dtype] is not None
+
+
+@dataclass(frozen=True)
+class Platform:
+    """A node: several GPUs of one kind and the links between them."""
+
+    name: str
+    description: str
+    gpu: str
+    gpus: int
+    topology: Topology
+    links_per_gpu: int
+    link_bandwidth_bytes_per_s: float  # one link, one direction, line rate
+    link_efficiency: float  # usable fraction of line rate after protocol overhead
+    link_latency_s: float
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+
+    def __post_init__(self) -> None:
+        if self.gpus < 2:
+            raise FieldError("gpus", "a platform has at least 2 GPUs")
+        if not 0 < self.link_efficiency <= 1:
+            raise FieldError("link_efficiency", f"must be in (0, 1], got {self.link_efficiency}")
+        if self.topology is Topology.FULL_MESH and self.links_per_gpu < self.gpus - 1:
+            raise FieldError("links_per_gpu", "a full mesh needs a link to each of the other GPUs")
+        if self.topology is Topology.DIRECT and self.gpus != 2:
+            raise FieldError("gpus", "a direct topology joins exactly 2 GPUs")
+
+    @property
+    def gpu_link_bytes_per_s(self) -> float:
+        """All of one GPU's links in one direction, usable rate."""
+        return self.links_per_gpu * self.link_bandwidth_bytes_per_s * self.link_efficiency
+
+
+def spec_names(kind: str) -> list[str]:
+    """Names of the specs of a kind ('gpus' or 'platforms'): the folder is the registry."""
+    return sorted(p.stem for p in (SPEC_DIR / kind).glob("*.yaml"))
+
+
+def _resolve(kind: str, name_or_path: str | Path) -> Path:
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml"):
+        return candidate
+    path = SPEC_DIR / kind / f"{str(name_or_path).lower()}.yaml"
+    if not path.exists():
+        valid = ", ".join(spec_names(kind))
+        noun = "GPU" if kind == "gpus" else "platform"
+        raise SpecError(name_or_path, "<name>", f"unknown {noun} (valid: {valid})")
+    return path
+
+
+@cache
+def load_gpu(name_or_path: str | Path) -> GPU:
+    """A GPU by name (`h200`) or from a YAML file path."""
+    path = _resolve("gpus", name_or_path)
+    return load_record(GPU, read_yaml(path), path)
+
+
+@cache
+def load_platform(name_or_path: str | Path) -> Platform:
+    """A platform by name (`mi355x-8`) or from a YAML file path; its GPU must exist."""
+    path = _resolve("platforms", name_or_path)
+    platform = load_record(Platform, read_yaml(path), path)
+    if platform.gpu not in spec_names("gpus"):
+        raise SpecError(path, "gpu", f"unknown GPU {platform.gpu!r} (valid: {', '.join(spec_names('gpus'))})")
+    return platform

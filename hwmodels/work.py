@@ -1,0 +1,122 @@
+"""Work: the counted demand of a kernel (FLOP by datatype, HBM bytes, grid, per-workgroup resources)."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from enum import Enum
+from types import MappingProxyType
+
+from hwmodels.dtypes import Dtype
+
+
+class Family(Enum):
+    """Kernel families: a calibration holds one efficiency per family and datatype."""
+
+    GEMM = "gemm"
+    MOE_GEMM = "moe_gemm"
+    ATTENTION_PREFILL = "attention_prefill"
+    MLA_DECODE = "mla_decode"
+    KDA_PREFILL = "kda_prefill"
+    KDA_DECODE = "kda_decode"
+    KDA_VERIFY = "kda_verify"
+    NORM = "norm"
+    ELEMENTWISE = "elementwise"
+    COPY = "copy"
+    CODEC = "codec"
+
+
+@dataclass(frozen=True)
+class Work:
+    """What one kernel launch (or, summed, a sequence of launches) asks of the GPU; counts, never time.
+
+    Sums add FLOP, bytes, workgroups and launches, and keep the largest per-workgroup resources; a sum
+    is for counting, and is timed only when every part has the same family and shape of workgroup.
+    """
+
+    flop_by_dtype: Mapping[Dtype, float]
+    read_bytes: float
+    write_bytes: float
+    workgroups: int
+    threads_per_workgroup: int
+    lds_bytes_per_workgroup: int = 0
+    registers_per_thread: int = 0  # 0: unknown, the register file does not limit occupancy
+    launches: int = 1
+    family: Family | None = None
+    # What the busiest workgroup executes and streams, when not an even share (tile padding, re-read
+    # weight tiles); None means flop / workgroups and bytes / workgroups.
+    flop_per_workgroup: float | None = None
+    bytes_per_workgroup: float | None = None
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.flop_by_dtype, MappingProxyType):
+            object.__setattr__(self, "flop_by_dtype", MappingProxyType(dict(self.flop_by_dtype)))
+        for dtype, flop in self.flop_by_dtype.items():
+            if flop < 0:
+                raise ValueError(f"negative FLOP count for {dtype.value}: {flop}")
+        for name in ("read_bytes", "write_bytes", "workgroups", "lds_bytes_per_workgroup",
+                     "registers_per_thread", "launches"):
+            if getattr(self, name) < 0:
+                raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
+        for name in ("flop_per_workgroup", "bytes_per_workgroup"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise ValueError(f"{name} must not be negative, got {value}")
+        if self.threads_per_workgroup <= 0:
+            raise ValueError(f"threads_per_workgroup must be positive, got {self.threads_per_workgroup}")
+
+    @classmethod
+    def nothing(cls, family: Family | None = None) -> Work:
+        """The identity of `+`: no launches, no work (start value for `sum`)."""
+        return cls({}, 0.0, 0.0, workgroups=0, threads_per_workgroup=1, launches=0, family=family)
+
+    @property
+    def flop(self) -> float:
+        """All FLOP, whatever the datatype."""
+        return sum(self.flop_by_dtype.values())
+
+    @property
+    def bytes(self) -> float:
+        """HBM bytes read plus written."""
+        return self.read_bytes + self.write_bytes
+
+    @property
+    def workgroup_flop(self) -> float:
+        """FLOP of the busiest workgroup."""
+        if self.flop_per_workgroup is not None:
+            return self.flop_per_workgroup
+        return self.flop / self.workgroups if self.workgroups else 0.0
+
+    @property
+    def workgroup_bytes(self) -> float:
+        """HBM bytes the busiest workgroup streams (re-reads included)."""
+        if self.bytes_per_workgroup is not None:
+            return self.bytes_per_workgroup
+        return self.bytes / self.workgroups if self.workgroups else 0.0
+
+    def __add__(self, other: Work) -> Work:
+        if not isinstance(other, Work):
+            return NotImplemented
+        flop = dict(self.flop_by_dtype)
+        for dtype, value in other.flop_by_dtype.items():
+            flop[dtype] = flop.get(dtype, 0.0) + value
+        return Work(
+            flop_by_dtype=flop,
+            read_bytes=self.read_bytes + other.read_bytes,
+            write_bytes=self.write_bytes + other.write_bytes,
+            workgroups=self.workgroups + other.workgroups,
+            threads_per_workgroup=max(self.threads_per_workgroup, other.threads_per_workgroup),
+            lds_bytes_per_workgroup=max(self.lds_bytes_per_workgroup, other.lds_bytes_per_workgroup),
+            registers_per_thread=max(self.registers_per_thread, other.registers_per_thread),
+            launches=self.launches + other.launches,
+            family=_sum_family(self, other),
+        )
+
+
+def _sum_family(a: Work, b: Work) -> Family | None:
+    """The family of a sum: shared if both agree; an empty Work takes the other's family."""
+    if a.launches == 0:
+        return b.family if a.family in (None, b.family) else None
+    if b.launches == 0:
+        return a.family if b.family in (None, a.family) else None
+    return a.family if a.family == b.family else None

@@ -1,0 +1,1 @@
+"""Time: the serving simulation, scenarios and the command line. The only package that imports simpy."""

@@ -1,0 +1,113 @@
+"""`infersim ...`: the command line. Parses, calls the pure layers, prints JSON or a table; no tracebacks for user errors."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from simulator import queries
+
+EXIT_USER_ERROR = 2
+
+
+class UserError(Exception):
+    """A problem with the user's input: printed as one line, exit status 2."""
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="infersim",
+        description="Performance simulator and cost model of LLM inference serving on multi-GPU nodes.",
+    )
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    hw = sub.add_parser("hw", help="hardware specs: GPUs and platforms")
+    hw_sub = hw.add_subparsers(dest="hw_command", required=True, metavar="ACTION")
+    hw_list = hw_sub.add_parser("list", help="list GPU and platform specs")
+    hw_list.add_argument("--json", action="store_true", help="print one JSON object")
+    hw_show = hw_sub.add_parser("show", help="show one spec with every value's source")
+    hw_show.add_argument("name", help="a GPU (h200) or platform (mi355x-8) name, or a YAML path")
+    hw_show.add_argument("--json", action="store_true", help="print one JSON object")
+
+    occ = sub.add_parser("occupancy", help="workgroups resident per CU/SM and what limits them")
+    occ.add_argument("--hw", required=True, help="GPU name, e.g. mi355x, h200")
+    occ.add_argument("--lds-bytes", type=_non_negative_int, default=0, help="LDS/shared memory per workgroup")
+    occ.add_argument("--vgprs", type=_non_negative_int, default=0, help="registers per thread (0: unknown)")
+    occ.add_argument("--threads", type=_non_negative_int, default=256, help="threads per workgroup")
+    occ.add_argument("--json", action="store_true", help="print one JSON object")
+
+    kern = sub.add_parser("kernel", help="predict one kernel's time on one GPU")
+    kern.add_argument("--hw", required=True, help="GPU name, e.g. mi355x, h200")
+    kern.add_argument("kind", help="kernel kind: " + ", ".join(queries.kernel_kinds()))
+    kern.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
+                      help="a kernel shape or option; repeat for each")
+    kern.add_argument("--launch", choices=["eager", "graph"], default="eager",
+                      help="eager launches or nodes of a captured graph (default eager)")
+    kern.add_argument("--calibration", default=None, metavar="YAML",
+                      help="a calibration overlay on the GPU's default calibration")
+    kern.add_argument("--json", action="store_true", help="print one JSON object")
+    return parser
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
+    return value
+
+
+def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    """(JSON result, table title) of the command."""
+    if args.command == "hw" and args.hw_command == "list":
+        return queries.hw_list(), "Hardware specs"
+    if args.command == "hw":
+        return queries.hw_show(args.name), f"Spec {args.name}"
+    if args.command == "occupancy":
+        result = queries.occupancy_query(args.hw, lds_bytes=args.lds_bytes, threads=args.threads,
+                                         vgprs=args.vgprs)
+        return result, f"Occupancy on {args.hw}"
+    if args.command == "kernel":
+        params = _parse_params(args.param)
+        result = queries.kernel_query(args.hw, args.kind, params, launch=args.launch,
+                                      calibration=args.calibration)
+        return result, f"{args.kind} on {args.hw}"
+    raise UserError(f"unknown command {args.command!r}")
+
+
+def _parse_params(items: Sequence[str]) -> dict[str, str]:
+    params: dict[str, str] = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key:
+            raise UserError(f"--param {item!r}: expected KEY=VALUE")
+        if key in params:
+            raise UserError(f"--param {key} given twice")
+        params[key.strip()] = value.strip()
+    return params
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `infersim` console script."""
+    args = _parser().parse_args(argv)
+    try:
+        result, title = _run(args)
+    except (UserError, ValueError) as err:
+        print(f"infersim: error: {err}", file=sys.stderr)
+        return EXIT_USER_ERROR
+    if args.json:
+        print(json.dumps(result, indent=2, sort_keys=False))
+    else:
+        from simulator.tables import print_result
+
+        print_result(title, result)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

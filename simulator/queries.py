@@ -1,0 +1,189 @@
+"""The CLI's one-shot queries (hw, occupancy, kernel) as pure functions returning JSON-ready dicts."""
+
+from __future__ import annotations
+
+import dataclasses
+import typing
+from collections.abc import Mapping
+from enum import Enum
+from typing import Any
+
+from hwmodels.calibration import load_calibration
+from hwmodels.dtypes import Dtype
+from hwmodels.occupancy import occupancy
+from hwmodels.roofline import KernelTime, LaunchMode, kernel_time
+from hwmodels.spec import GPU, Platform, load_gpu, load_platform, spec_names
+from workloads.kernels import KERNEL_KINDS
+
+
+def kernel_kinds() -> list[str]:
+    return sorted(KERNEL_KINDS)
+
+
+def hw_list() -> dict[str, Any]:
+    """Every GPU and platform spec with its headline numbers."""
+    gpus = []
+    for name in spec_names("gpus"):
+        gpu = load_gpu(name)
+        gpus.append({
+            "name": gpu.name,
+            "description": gpu.description,
+            "compute_units": gpu.compute_units,
+            "hbm_capacity_bytes": gpu.hbm_capacity_bytes,
+            "hbm_bandwidth_bytes_per_s": gpu.hbm_bandwidth_bytes_per_s,
+            "bf16_flop_per_s": gpu.peak_dense_flop_per_s[Dtype.BF16],
+            "tco_usd_per_gpu_hour": gpu.tco_usd_per_gpu_hour,
+        })
+    platforms = []
+    for name in spec_names("platforms"):
+        platform = load_platform(name)
+        platforms.append({
+            "name": platform.name,
+            "description": platform.description,
+            "gpu": platform.gpu,
+            "gpus": platform.gpus,
+            "topology": platform.topology.value,
+            "gpu_link_bytes_per_s": platform.gpu_link_bytes_per_s,
+        })
+    return {"gpus": gpus, "platforms": platforms}
+
+
+def hw_show(name: str) -> dict[str, Any]:
+    """One spec, every value in SI units beside its source."""
+    spec: GPU | Platform
+    if name.lower() in spec_names("platforms"):
+        spec = load_platform(name)
+    elif name.lower() in spec_names("gpus") or name.endswith((".yaml", ".yml")):
+        spec = load_gpu(name)
+    else:
+        valid = ", ".join(spec_names("gpus") + spec_names("platforms"))
+        raise ValueError(f"unknown hardware {name!r} (valid: {valid})")
+    out: dict[str, Any] = {"kind": "gpu" if isinstance(spec, GPU) else "platform"}
+    for f in dataclasses.fields(spec):
+        if f.name != "sources":
+            out[f.name] = _jsonable(getattr(spec, f.name))
+    out["sources"] = dict(spec.sources)
+    return out
+
+
+def occupancy_query(hw: str, *, lds_bytes: int, threads: int, vgprs: int) -> dict[str, Any]:
+    gpu = load_gpu(hw)
+    occ = occupancy(gpu, lds_bytes=lds_bytes, threads=threads, vgprs=vgprs)
+    return {
+        "hw": gpu.name,
+        "workgroups_per_cu": occ.workgroups_per_cu,
+        "limiter": occ.limiter.value,
+        "limits": {lim.value: n for lim, n in occ.limits.items()},
+        "waves_per_workgroup": occ.waves_per_workgroup,
+        "waves_per_cu": occ.waves_per_cu,
+        "max_waves_per_cu": gpu.max_waves_per_cu,
+        "lds_bytes": lds_bytes,
+        "lds_allocated_bytes": occ.lds_allocated_bytes,
+        "lds_per_cu_bytes": gpu.lds_per_cu_bytes,
+        "lds_granularity_bytes": gpu.lds_granularity_bytes,
+        "threads": threads,
+        "vgprs": vgprs,
+    }
+
+
+def build_kernel(kind: str, params: Mapping[str, str]) -> Any:
+    """A kernel object from its CLI name and string parameters, each converted by the field's type."""
+    if kind not in KERNEL_KINDS:
+        raise ValueError(f"unknown kernel kind {kind!r} (valid: {', '.join(kernel_kinds())})")
+    cls = KERNEL_KINDS[kind]
+    fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
+    hints = typing.get_type_hints(cls)
+    for key in params:
+        if key not in fields:
+            raise ValueError(f"{kind}: unknown parameter {key!r} (valid: {', '.join(fields)})")
+    required = [n for n, f in fields.items()
+                if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
+    missing = [n for n in required if n not in params]
+    if missing:
+        raise ValueError(f"{kind}: missing parameter(s) {', '.join(missing)} (give --param KEY=VALUE)")
+    values = {key: _parse_value(kind, key, hints[key], text) for key, text in params.items()}
+    return cls(**values)
+
+
+def _parse_value(kind: str, key: str, hint: Any, text: str) -> Any:
+    try:
+        if hint is bool:
+            lowered = text.lower()
+            if lowered not in ("true", "false", "1", "0", "yes", "no"):
+                raise ValueError
+            return lowered in ("true", "1", "yes")
+        if hint is int:
+            number = float(text)
+            if number != int(number):
+                raise ValueError
+            return int(number)
+        if hint is float:
+            return float(text)
+        if isinstance(hint, type) and issubclass(hint, Enum):
+            return hint(text.lower())
+    except ValueError:
+        if isinstance(hint, type) and issubclass(hint, Enum):
+            choices = ", ".join(str(m.value) for m in hint)
+            raise ValueError(f"{kind}: {key}={text!r} is not one of {choices}") from None
+        raise ValueError(f"{kind}: {key}={text!r} is not a valid {getattr(hint, '__name__', hint)}") from None
+    return text
+
+
+def kernel_query(hw: str, kind: str, params: Mapping[str, str], *, launch: str = "eager",
+                 calibration: str | None = None) -> dict[str, Any]:
+    """Predicted time of a kernel (all its launches) with FLOP, bytes, grid and the bounding term."""
+    gpu = load_gpu(hw)
+    calib = load_calibration(gpu.name, calibration)
+    kernel = build_kernel(kind, params)
+    mode = LaunchMode(launch)
+    launches = kernel.launches()
+    times = [kernel_time(work, gpu, calib, mode) for work in launches]
+    total = kernel.work()
+    slowest = max(range(len(times)), key=lambda i: times[i].time_s)
+    main = times[slowest]
+    return {
+        "hw": gpu.name,
+        "kind": kind,
+        "params": {f.name: _jsonable(getattr(kernel, f.name)) for f in dataclasses.fields(kernel)},
+        "launch_mode": mode.value,
+        "calibration": calib.name,
+        "time_s": sum(t.time_s for t in times),
+        "floor_s": sum(t.floor_s for t in times),
+        "flop": total.flop,
+        "flop_by_dtype": {d.value: v for d, v in total.flop_by_dtype.items()},
+        "bytes": total.bytes,
+        "read_bytes": total.read_bytes,
+        "write_bytes": total.write_bytes,
+        "workgroups": launches[slowest].workgroups,
+        "waves": main.waves,
+        "workgroups_per_cu": main.occupancy.workgroups_per_cu if main.occupancy else 0,
+        "limiter": main.occupancy.limiter.value if main.occupancy else None,
+        "bound": main.bound.value,
+        "launches": [_launch_row(work, t) for work, t in zip(launches, times, strict=True)],
+    }
+
+
+def _launch_row(work: Any, t: KernelTime) -> dict[str, Any]:
+    return {
+        "family": work.family.value if work.family else None,
+        "time_s": t.time_s,
+        "compute_s": t.compute_s,
+        "memory_s": t.memory_s,
+        "launch_s": t.launch_s,
+        "floor_s": t.floor_s,
+        "bound": t.bound.value,
+        "flop": work.flop,
+        "bytes": work.bytes,
+        "workgroups": work.workgroups,
+        "waves": t.waves,
+        "workgroups_per_cu": t.occupancy.workgroups_per_cu if t.occupancy else 0,
+        "limiter": t.occupancy.limiter.value if t.occupancy else None,
+    }
+
+
+def _jsonable(value: Any) -> Any:
+    if isinstance(value, Enum):
+        return value.value
+    if isinstance(value, Mapping):
+        return {_jsonable(k): _jsonable(v) for k, v in value.items()}
+    return value

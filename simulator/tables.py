@@ -1,0 +1,71 @@
+"""Readable tables of CLI results (rich), with SI values shown in human units chosen by the key's suffix."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from typing import Any
+
+
+def human(key: str, value: Any) -> str:
+    """A value in the unit a performance engineer reads: µs, GB/s, TFLOP/s, GiB."""
+    if value is None:
+        return "-"
+    if isinstance(value, bool) or not isinstance(value, int | float):
+        return str(value)
+    if key.endswith("_bytes_per_s"):
+        return f"{value / 1e9:,.1f} GB/s"
+    if key.endswith("_flop_per_s"):
+        return f"{value / 1e12:,.1f} TFLOP/s"
+    if key.endswith("_s"):
+        return f"{value * 1e6:,.2f} µs" if value < 1e-2 else f"{value * 1e3:,.3f} ms"
+    if key.endswith("bytes"):
+        if value < 2**20:
+            return f"{value:,.0f} B"
+        return f"{value / 2**20:,.2f} MiB" if value < 1e9 else f"{value / 1e9:,.1f} GB"
+    if key == "flop" or key.endswith("_flop"):
+        return f"{value / 1e9:,.3f} GFLOP"
+    if isinstance(value, float):
+        return f"{value:,.4g}"
+    return f"{value:,}"
+
+
+def print_result(title: str, result: Mapping[str, Any]) -> None:
+    """Scalars as a two-column table; lists of records and the sources as tables of their own."""
+    from rich.console import Console
+    from rich.table import Table
+
+    console = Console()
+    main = Table(title=title, show_header=False)
+    main.add_column("key", style="bold")
+    main.add_column("value", justify="right")
+    nested: list[tuple[str, Any]] = []
+    for key, value in result.items():
+        if isinstance(value, Mapping | list):
+            nested.append((key, value))
+        else:
+            main.add_row(key, human(key, value))
+    if main.row_count:
+        console.print(main)
+    for key, value in nested:
+        if isinstance(value, list) and value and isinstance(value[0], Mapping):
+            console.print(_records_table(key, value))
+        elif isinstance(value, Mapping):
+            table = Table(title=key, show_header=False)
+            table.add_column("key", style="bold")
+            table.add_column("value")
+            for sub_key, sub_value in value.items():
+                shown = human(key, sub_value) if key != "sources" else str(sub_value)
+                table.add_row(str(sub_key), shown)
+            console.print(table)
+
+
+def _records_table(title: str, rows: Sequence[Mapping[str, Any]]) -> Any:
+    from rich.table import Table
+
+    table = Table(title=title)
+    columns = list(rows[0])
+    for column in columns:
+        table.add_column(column, justify="right")
+    for row in rows:
+        table.add_row(*(human(c, row.get(c)) for c in columns))
+    return table
