@@ -33,7 +33,7 @@ class Calibration:
     latency_hiding_workgroups_per_cu: float
     launch_eager_s: float | None = None
     launch_graph_node_s: float | None = None
-    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         families = {f.value for f in Family} | {DEFAULT}

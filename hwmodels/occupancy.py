@@ -40,8 +40,8 @@ def occupancy(gpu: GPU, *, lds_bytes: int = 0, threads: int = 256, vgprs: int = 
     """Workgroups of `threads` threads, `lds_bytes` of LDS and `vgprs` registers per thread that fit on one CU.
 
     LDS is allocated in `lds_granularity_bytes` units. Registers are allocated per lane in
-    `register_granule` units out of `registers_per_simd_lane`, and a workgroup's waves are dealt
-    round-robin over the SIMDs, so the busiest SIMD holds ceil(waves / simds) of them. lds_bytes=0 and
+    `register_granule` units out of `registers_per_simd_lane`; waves may sit on any SIMD, so wave and
+    register slots are pooled over the CU's SIMDs. lds_bytes=0 and
     vgprs=0 leave that resource out of the limits (vgprs=0 means unknown).
     """
     if threads <= 0 or threads > gpu.max_threads_per_workgroup:
@@ -53,7 +53,6 @@ def occupancy(gpu: GPU, *, lds_bytes: int = 0, threads: int = 256, vgprs: int = 
         raise ValueError(f"vgprs must be in 0..{gpu.max_registers_per_thread} on {gpu.name}, got {vgprs}")
 
     waves = -(-threads // gpu.wave_size)
-    waves_per_simd = -(-waves // gpu.simds_per_cu)  # the busiest SIMD of one workgroup
     lds_allocated = _round_up(lds_bytes, gpu.lds_granularity_bytes)
 
     limits: dict[Limiter, int] = {}
@@ -62,8 +61,8 @@ def occupancy(gpu: GPU, *, lds_bytes: int = 0, threads: int = 256, vgprs: int = 
     if vgprs:
         waves_by_regs = min(gpu.max_waves_per_simd,
                             gpu.registers_per_simd_lane // _round_up(vgprs, gpu.register_granule))
-        limits[Limiter.VGPRS] = waves_by_regs // waves_per_simd
-    limits[Limiter.WAVES] = gpu.max_waves_per_simd // waves_per_simd
+        limits[Limiter.VGPRS] = waves_by_regs * gpu.simds_per_cu // waves
+    limits[Limiter.WAVES] = gpu.max_waves_per_cu // waves
     limits[Limiter.WORKGROUPS] = gpu.max_workgroups_per_cu
 
     # Report the binding resource; when several bind equally, prefer the one the user sized (LDS, VGPRs).

@@ -3,19 +3,21 @@
 The model, per launch of W workgroups on a GPU of C CUs with k workgroups resident per CU:
 
 - compute_s = max(sum_d flop_d / (peak_d * eff_d),  f_wg * ceil(W / C) / (rate_cu * hiding))
-- memory_s  = max(bytes / (bw * eff_m),              b_wg * ceil(W / C) / (bw_cu * hiding))
+- memory_s  = max(bytes / (bw * eff_m),              b_wg * ceil(S / C) / (bw_cu * hiding))
 - time_s    = max(compute_s, memory_s) + launch_s
 
 The first term of each is the whole-GPU roofline. The second is the busiest CU: it runs ceil(W / C)
 workgroups one after another (its resident workgroups share its math units and its memory path),
-each executing f_wg FLOP and streaming b_wg bytes. rate_cu is one CU's share of the efficient peak.
+each executing f_wg FLOP. Of the W workgroups, S stream distinct data (a GEMM's row blocks share
+weight tiles through L2, so S is its column blocks; otherwise S = W), b_wg bytes each, and the
+busiest CU serves ceil(S / C) of them. rate_cu is one CU's share of the efficient peak.
 bw_cu = bw * eff_m / (s * C): one CU can pull 1 / (s * C) of the bandwidth, so a grid must keep a
 share s of the CUs streaming (`hbm_saturation_cu_fraction`) to saturate HBM, and a grid of fewer
 workgroups cannot. hiding = min(1, min(k, ceil(W / C)) / n_hide) scales a CU's rates down when fewer
 than `latency_hiding_workgroups_per_cu` workgroups are resident to hide latency.
 
-Efficiencies and s are at most 1 and f_wg * W >= flop, b_wg * W >= bytes, so no prediction is below
-the roofline floor max(flop / peak, bytes / bw).
+Efficiencies are at most 1 and f_wg * W >= flop, and memory_s is at least bytes / bw, so no
+prediction is below the roofline floor max(flop / peak, bytes / bw).
 """
 
 from __future__ import annotations
@@ -89,25 +91,26 @@ def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = Lau
     resident = min(occ.workgroups_per_cu, per_cu_rounds)
     hiding = min(1.0, resident / calib.latency_hiding_workgroups_per_cu)
 
-    whole_gpu_compute_s = sum(
-        flop / (gpu.peak_flop_per_s(dtype) * calib.compute_efficiency_for(work.family, dtype))
-        for dtype, flop in work.flop_by_dtype.items() if flop
-    )
-    compute_s = whole_gpu_compute_s
+    compute_s = 0.0
     if work.flop:
-        cu_rate = work.flop / whole_gpu_compute_s / cus
-        compute_s = max(compute_s, work.workgroup_flop * per_cu_rounds / (cu_rate * hiding))
+        # Seconds per FLOP at the efficient peaks, weighted by the datatype mix of this launch.
+        s_per_flop = sum(
+            (flop / work.flop) / (gpu.peak_flop_per_s(dtype) * calib.compute_efficiency_for(work.family, dtype))
+            for dtype, flop in work.flop_by_dtype.items() if flop
+        )
+        compute_s = max(work.flop * s_per_flop,
+                        work.workgroup_flop * per_cu_rounds * cus * s_per_flop / hiding)
 
     bandwidth = gpu.hbm_bandwidth_bytes_per_s * calib.memory_efficiency_for(work.family)
     cu_bandwidth = bandwidth / (calib.hbm_saturation_cu_fraction * cus)
-    memory_s = max(work.bytes / bandwidth, work.workgroup_bytes * per_cu_rounds / (cu_bandwidth * hiding))
+    stream_rounds = -(-work.streams // cus)
+    memory_s = max(work.bytes / bandwidth, work.workgroup_bytes * stream_rounds / (cu_bandwidth * hiding))
 
     launch_s = launch_overhead_s(gpu, calib, mode)
     busy_s = max(compute_s, memory_s)
+    bound = Bound.COMPUTE if compute_s >= memory_s else Bound.MEMORY
     if launch_s > busy_s:
         bound = Bound.LAUNCH
-    else:
-        bound = Bound.COMPUTE if compute_s >= memory_s else Bound.MEMORY
     return KernelTime(
         time_s=busy_s + launch_s,
         compute_s=compute_s,

@@ -59,7 +59,7 @@ class GPU:
     launch_eager_s: float
     launch_graph_node_s: float
     tco_usd_per_gpu_hour: float
-    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         missing = [d.value for d in Dtype if d not in self.peak_dense_flop_per_s]
@@ -108,7 +108,7 @@ class Platform:
     link_bandwidth_bytes_per_s: float  # one link, one direction, line rate
     link_efficiency: float  # usable fraction of line rate after protocol overhead
     link_latency_s: float
-    sources: Mapping[str, str] = field(default_factory=dict, compare=False)
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
         if self.gpus < 2:

@@ -100,7 +100,7 @@ def _convert(path: Path, key: str, hint: Any, raw: Any, factor: float, sources: 
         if inner is int:
             if value != round(value):
                 raise SpecError(path, key, f"must be a whole number, got {value}")
-            return int(round(value))
+            return round(value)
         return value
     raise TypeError(f"unsupported field type {hint!r} for {key}")  # a programming error, not user input
 

@@ -43,9 +43,12 @@ class Work:
     registers_per_thread: int = 0  # 0: unknown, the register file does not limit occupancy
     launches: int = 1
     family: Family | None = None
-    # What the busiest workgroup executes and streams, when not an even share (tile padding, re-read
-    # weight tiles); None means flop / workgroups and bytes / workgroups.
+    # What the busiest workgroup executes, when not an even share (tile padding); None: flop / workgroups.
     flop_per_workgroup: float | None = None
+    # Workgroups that stream distinct data from HBM, and the bytes each streams. A GEMM's row blocks
+    # share their weight tiles through L2, so its streams are its column blocks. None: every workgroup
+    # streams an even share of the bytes.
+    memory_workgroups: int | None = None
     bytes_per_workgroup: float | None = None
 
     def __post_init__(self) -> None:
@@ -58,7 +61,7 @@ class Work:
                      "registers_per_thread", "launches"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
-        for name in ("flop_per_workgroup", "bytes_per_workgroup"):
+        for name in ("flop_per_workgroup", "bytes_per_workgroup", "memory_workgroups"):
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ValueError(f"{name} must not be negative, got {value}")
@@ -88,11 +91,16 @@ class Work:
         return self.flop / self.workgroups if self.workgroups else 0.0
 
     @property
+    def streams(self) -> int:
+        """Workgroups that stream distinct data from HBM."""
+        return self.memory_workgroups if self.memory_workgroups is not None else self.workgroups
+
+    @property
     def workgroup_bytes(self) -> float:
-        """HBM bytes the busiest workgroup streams (re-reads included)."""
+        """HBM bytes the busiest stream moves."""
         if self.bytes_per_workgroup is not None:
             return self.bytes_per_workgroup
-        return self.bytes / self.workgroups if self.workgroups else 0.0
+        return self.bytes / self.streams if self.streams else 0.0
 
     def __add__(self, other: Work) -> Work:
         if not isinstance(other, Work):

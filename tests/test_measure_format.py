@@ -1,0 +1,166 @@
+"""The recorded measurement CSVs keep their contract, and measure.py's GPU-free helpers are right.
+
+Needs neither torch nor a GPU: the CSVs are read with the csv module.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from validation import measure
+
+DATA_DIR = Path(__file__).resolve().parents[1] / "validation" / "data" / "h200"
+CSV_PATHS = sorted(DATA_DIR.glob("*.csv"))
+
+REQUIRED = (
+    "kernel",
+    "dtype",
+    "launch_mode",
+    "time_s_median",
+    "time_s_p10",
+    "time_s_p90",
+    "repeats",
+    "flop",
+    "bytes",
+    "sm_count",
+    "gpu_name",
+    "driver",
+    "torch",
+    "triton",
+    "date",
+)
+PROVENANCE = ("sm_count", "gpu_name", "driver", "torch", "triton", "date")
+SHAPE = {
+    "gemm": ("m", "n", "k"),
+    "copy_grid": ("grid", "n_elems", "block", "num_warps"),
+    "launch": ("numel",),
+}
+TIMES = ("time_s_p10", "time_s_median", "time_s_p90")
+
+
+def _read(path: Path) -> tuple[list[str], list[dict[str, str]]]:
+    with path.open(newline="") as f:
+        reader = csv.DictReader(f)
+        return list(reader.fieldnames or []), list(reader)
+
+
+def test_every_suite_has_a_csv():
+    assert {p.stem for p in CSV_PATHS} >= set(measure.SUITES)
+
+
+@pytest.mark.parametrize("path", CSV_PATHS, ids=lambda p: p.name)
+def test_csv_has_required_columns_and_rows(path):
+    header, rows = _read(path)
+    missing = [c for c in (*REQUIRED, *SHAPE.get(path.stem, ())) if c not in header]
+    assert not missing, f"{path.name} lacks columns {missing}"
+    assert rows, f"{path.name} has no rows"
+
+
+@pytest.mark.parametrize("path", CSV_PATHS, ids=lambda p: p.name)
+def test_times_positive_finite_and_ordered(path):
+    _, rows = _read(path)
+    for i, row in enumerate(rows, start=2):
+        p10, median, p90 = (float(row[c]) for c in TIMES)
+        for t in (p10, median, p90):
+            assert math.isfinite(t) and t > 0, f"{path.name} line {i}: time {t}"
+        assert p10 <= median <= p90, f"{path.name} line {i}: p10 {p10} median {median} p90 {p90}"
+        assert int(row["repeats"]) >= 5, f"{path.name} line {i}: repeats {row['repeats']}"
+
+
+@pytest.mark.parametrize("path", CSV_PATHS, ids=lambda p: p.name)
+def test_provenance_and_modes(path):
+    _, rows = _read(path)
+    for i, row in enumerate(rows, start=2):
+        empty = [c for c in PROVENANCE if not row[c].strip()]
+        assert not empty, f"{path.name} line {i}: empty provenance {empty}"
+        assert row["launch_mode"] in {"eager", "graph"}, f"{path.name} line {i}: {row['launch_mode']}"
+        assert int(row["sm_count"]) > 0
+        assert int(row["flop"]) >= 0 and int(row["bytes"]) >= 0
+        stamp = datetime.datetime.fromisoformat(row["date"].replace("Z", "+00:00"))
+        assert stamp.utcoffset() == datetime.timedelta(0), f"{path.name} line {i}: date not UTC"
+
+
+def test_gemm_counts_match_shapes():
+    path = DATA_DIR / "gemm.csv"
+    if not path.exists():
+        pytest.skip("no gemm.csv recorded")
+    _, rows = _read(path)
+    elem = {"bfloat16": 2, "float8_e4m3fn": 1}
+    for row in rows:
+        m, n, k = (int(row[c]) for c in ("m", "n", "k"))
+        assert int(row["flop"]) == 2 * m * n * k
+        assert int(row["bytes"]) == (m * k + k * n) * elem[row["dtype"]] + m * n * 2
+
+
+def test_copy_bytes_are_read_plus_write():
+    path = DATA_DIR / "copy_grid.csv"
+    if not path.exists():
+        pytest.skip("no copy_grid.csv recorded")
+    _, rows = _read(path)
+    for row in rows:
+        assert int(row["bytes"]) == 2 * int(row["n_elems"]) * 4
+        assert int(row["flop"]) == 0
+
+
+# ---- measure.py helpers, on the CPU
+
+
+def test_gemm_counts_exact_on_tiny_shape():
+    assert measure.gemm_flop(2, 3, 4) == 48
+    assert measure.gemm_bytes(2, 3, 4, in_element_bytes=2) == (8 + 12) * 2 + 6 * 2
+    case = measure.GemmCase("torch_scaled_mm", measure.FP8, 2, 3, 4, measure.EAGER, 1)
+    assert case.bytes() == (8 + 12) * 1 + 6 * 2
+
+
+def test_percentile_matches_linear_interpolation():
+    values = [5.0, 1.0, 4.0, 2.0, 3.0]
+    assert measure.percentile(values, 50) == 3.0
+    assert measure.percentile(values, 10) == pytest.approx(1.4)
+    assert measure.percentile(values, 90) == pytest.approx(4.6)
+    assert measure.percentile([7.0], 90) == 7.0
+
+
+def test_summarize_rejects_bad_times():
+    with pytest.raises(ValueError, match="non-positive"):
+        measure.summarize([1e-3, 0.0])
+    s = measure.summarize([3e-6, 1e-6, 2e-6])
+    assert s["time_s_median"] == 2e-6 and s["repeats"] == 3
+
+
+def test_write_csv_atomic_round_trip(tmp_path):
+    header = measure.columns("launch")
+    row = {"kernel": "k", "numel": 1, "time_s_median": 1.5e-6, "grid_unused": None}
+    with pytest.raises(ValueError, match="grid_unused"):
+        measure.write_csv_atomic(tmp_path / "launch.csv", header, [row])
+    del row["grid_unused"]
+    measure.write_csv_atomic(tmp_path / "launch.csv", header, [row])
+    got_header, rows = _read(tmp_path / "launch.csv")
+    assert got_header == header
+    assert float(rows[0]["time_s_median"]) == 1.5e-6 and rows[0]["dtype"] == ""
+    assert [p.name for p in tmp_path.iterdir()] == ["launch.csv"]
+
+
+def test_cases_are_counted_and_modes_valid():
+    for suite in measure.SUITES:
+        for case in measure.CASES[suite]():
+            row = measure.case_row(case)
+            assert row["launch_mode"] in measure.LAUNCH_MODES
+            assert row["host_gaps"] in measure.HOST_GAPS
+            assert set(row) <= set(measure.columns(suite))
+    skinny = [c for c in measure.gemm_cases() if c.m < measure.GEMM_EAGER_BATCH_BELOW_M]
+    assert {c.launch_mode for c in skinny} == {"eager", "graph"}
+    assert measure.expand_suites(["launch", "all"]) == ["launch", "gemm", "copy_grid"]
+
+
+def test_measure_imports_without_torch():
+    code = "import sys, validation.measure; print('torch' in sys.modules, 'triton' in sys.modules)"
+    repo = Path(__file__).resolve().parents[1]
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=repo)
+    assert out.stdout.split() == ["False", "False"]

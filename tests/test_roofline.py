@@ -1,0 +1,134 @@
+"""The roofline model: never below the floor, monotone, faster hardware never slower, partial grids."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from types import MappingProxyType
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hwmodels.calibration import load_calibration
+from hwmodels.dtypes import Dtype
+from hwmodels.roofline import Bound, LaunchMode, kernel_time, roofline_floor_s
+from hwmodels.spec import load_gpu, spec_names
+from hwmodels.work import Family, Work
+
+GPUS = [load_gpu(n) for n in spec_names("gpus")]
+MATH = [Dtype.BF16, Dtype.FP8, Dtype.FP32]
+families = st.sampled_from(list(Family))
+
+
+@st.composite
+def works(draw):
+    flop = {d: draw(st.floats(0, 1e13)) for d in draw(st.sets(st.sampled_from(MATH), max_size=3))}
+    workgroups = draw(st.integers(1, 100_000))
+    return Work(
+        flop_by_dtype=flop,
+        read_bytes=draw(st.floats(0, 1e10)),
+        write_bytes=draw(st.floats(0, 1e10)),
+        workgroups=workgroups,
+        threads_per_workgroup=draw(st.sampled_from([64, 128, 256, 512])),
+        lds_bytes_per_workgroup=draw(st.integers(0, 64 * 1024)),
+        family=draw(families),
+    )
+
+
+@settings(max_examples=300, deadline=None)
+@given(work=works(), gpu=st.sampled_from(GPUS), mode=st.sampled_from(list(LaunchMode)))
+def test_never_below_the_roofline_floor(work, gpu, mode):
+    t = kernel_time(work, gpu, load_calibration(gpu.name), mode)
+    assert t.time_s >= t.floor_s * (1 - 1e-12)
+    assert t.floor_s == roofline_floor_s(work, gpu)
+    assert t.time_s >= t.launch_s > 0
+
+
+@settings(max_examples=200, deadline=None)
+@given(work=works(), gpu=st.sampled_from(GPUS), grow=st.floats(1.0, 100.0),
+       part=st.sampled_from(["flop", "read", "write"]))
+def test_more_work_on_the_same_grid_is_never_faster(work, gpu, grow, part):
+    calib = load_calibration(gpu.name)
+    if part == "flop":
+        bigger = replace(work, flop_by_dtype=MappingProxyType({d: f * grow for d, f in work.flop_by_dtype.items()}))
+    elif part == "read":
+        bigger = replace(work, read_bytes=work.read_bytes * grow)
+    else:
+        bigger = replace(work, write_bytes=work.write_bytes * grow)
+    assert kernel_time(bigger, gpu, calib).time_s >= kernel_time(work, gpu, calib).time_s * (1 - 1e-12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(work=works(), gpu=st.sampled_from(GPUS), speedup=st.floats(1.0, 4.0))
+def test_a_strictly_faster_gpu_is_never_slower(work, gpu, speedup):
+    faster = replace(
+        gpu,
+        peak_dense_flop_per_s=MappingProxyType(
+            {d: (p * speedup if p is not None else None) for d, p in gpu.peak_dense_flop_per_s.items()}),
+        hbm_bandwidth_bytes_per_s=gpu.hbm_bandwidth_bytes_per_s * speedup,
+        launch_eager_s=gpu.launch_eager_s / speedup,
+        launch_graph_node_s=gpu.launch_graph_node_s / speedup,
+        lds_per_cu_bytes=gpu.lds_per_cu_bytes,
+    )
+    calib = load_calibration(gpu.name)
+    for mode in LaunchMode:
+        assert kernel_time(work, faster, calib, mode).time_s <= kernel_time(work, gpu, calib, mode).time_s * (1 + 1e-12)
+
+
+def test_a_grid_smaller_than_the_gpu_cannot_pull_full_bandwidth():
+    gpu, calib = load_gpu("mi355x"), load_calibration("mi355x")
+    stream = dict(flop_by_dtype={}, read_bytes=64e6, write_bytes=64e6, threads_per_workgroup=256,
+                  family=Family.COPY)
+    full = kernel_time(Work(workgroups=4096, **stream), gpu, calib)
+    few = kernel_time(Work(workgroups=16, **stream), gpu, calib)
+    assert full.bound is Bound.MEMORY
+    # 16 of 256 CUs, each able to pull 1/(0.5*256) of the bandwidth: 8x slower than the full grid.
+    assert few.memory_s == pytest.approx(full.memory_s * 8)
+
+
+def test_wave_tail_on_compute():
+    gpu, calib = load_gpu("h200"), load_calibration("h200")
+    math = dict(read_bytes=0.0, write_bytes=0.0, threads_per_workgroup=256, family=Family.GEMM)
+    one_round = kernel_time(Work({Dtype.BF16: 132e9}, workgroups=132, **math), gpu, calib)
+    # One more workgroup of the same size: the busiest SM runs two, sharing its math units, so the
+    # tail is at the SM level even though 8 blocks of 256 threads fit at once (one residency wave).
+    tail = kernel_time(Work({Dtype.BF16: 133e9}, workgroups=133, **math), gpu, calib)
+    assert tail.compute_s == pytest.approx(one_round.compute_s * 2)
+    assert tail.waves == one_round.waves == 1
+    big = kernel_time(Work({Dtype.BF16: 133e9}, workgroups=133 * 8 + 1, **math), gpu, calib)
+    assert big.waves == 2
+
+
+def test_graph_launch_is_cheaper_than_eager_for_tiny_kernels():
+    gpu, calib = load_gpu("h200"), load_calibration("h200")
+    tiny = Work({Dtype.FP32: 256.0}, read_bytes=1024, write_bytes=1024, workgroups=1,
+                threads_per_workgroup=256, family=Family.ELEMENTWISE)
+    eager = kernel_time(tiny, gpu, calib, LaunchMode.EAGER)
+    graph = kernel_time(tiny, gpu, calib, LaunchMode.GRAPH)
+    assert eager.bound is Bound.LAUNCH and graph.time_s < eager.time_s
+    assert eager.launch_s == gpu.launch_eager_s
+
+
+def test_several_launches_must_be_timed_one_by_one():
+    gpu, calib = load_gpu("h200"), load_calibration("h200")
+    one = Work({}, 8.0, 8.0, workgroups=1, threads_per_workgroup=64, family=Family.COPY)
+    with pytest.raises(ValueError, match="one launch"):
+        kernel_time(one + one, gpu, calib)
+
+
+def test_unsupported_dtype_is_a_clear_error():
+    gpu = load_gpu("h200")
+    work = Work({Dtype.MXFP4: 1e9}, 1e6, 1e6, workgroups=100, threads_per_workgroup=256, family=Family.GEMM)
+    with pytest.raises(ValueError, match="h200 has no mxfp4"):
+        kernel_time(work, gpu, load_calibration("h200"))
+
+
+@settings(max_examples=200, deadline=None)
+@given(a=works(), b=works(), c=works())
+def test_work_addition_is_associative(a, b, c):
+    left, right = (a + b) + c, a + (b + c)
+    assert left.flop == pytest.approx(right.flop)
+    assert left.bytes == pytest.approx(right.bytes)
+    assert (left.workgroups, left.launches, left.family) == (right.workgroups, right.launches, right.family)
+    assert left.lds_bytes_per_workgroup == right.lds_bytes_per_workgroup
+    assert (a + Work.nothing()).flop == a.flop and (Work.nothing() + a).family == a.family

@@ -1,0 +1,174 @@
+"""Every shipped spec loads; bad specs fail with an error naming the file and the key."""
+
+from __future__ import annotations
+
+import copy
+from dataclasses import replace
+
+import pytest
+import yaml
+from hypothesis import given
+from hypothesis import strategies as st
+
+from hwmodels.calibration import load_calibration
+from hwmodels.dtypes import Dtype
+from hwmodels.spec import GPU, SPEC_DIR, Platform, load_gpu, load_platform, spec_names
+from hwmodels.specfile import SpecError, load_record
+
+GPUS = spec_names("gpus")
+PLATFORMS = spec_names("platforms")
+
+
+def test_the_catalog_holds_every_gpu_and_platform_of_the_issue():
+    assert set(GPUS) == {"mi355x", "mi300x", "b300", "b200", "h200", "h100"}
+    assert {"mi355x-8", "mi300x-8", "b300-8", "b200-8", "h200-8", "h100-8", "h200-2"} <= set(PLATFORMS)
+
+
+@pytest.mark.parametrize("name", GPUS)
+def test_every_gpu_loads_with_a_source_for_every_number(name):
+    gpu = load_gpu(name)
+    assert gpu.name == name
+    raw = yaml.safe_load((SPEC_DIR / "gpus" / f"{name}.yaml").read_text())
+    numbers = [k for k, v in raw.items() if isinstance(v, dict) and "value" in v]
+    numbers += [f"peak_dense_tflop_per_s.{d}" for d in raw["peak_dense_tflop_per_s"]]
+    assert set(numbers) == set(gpu.sources)
+    assert all(s.strip() for s in gpu.sources.values())
+    assert gpu.peak_flop_per_s(Dtype.BF16) > 1e14
+    assert 1e12 < gpu.hbm_bandwidth_bytes_per_s < 2e13
+    assert gpu.tco_usd_per_gpu_hour > 0
+
+
+@pytest.mark.parametrize("name", PLATFORMS)
+def test_every_platform_loads_and_names_a_known_gpu(name):
+    platform = load_platform(name)
+    assert platform.gpu in GPUS
+    assert platform.gpu_link_bytes_per_s > 0
+
+
+@pytest.mark.parametrize("name", GPUS)
+def test_every_gpu_has_a_calibration(name):
+    calib = load_calibration(name)
+    assert 0 < calib.memory_efficiency_for(None) <= 1
+
+
+def test_study_numbers_match_the_brief():
+    mi355x, b300 = load_gpu("mi355x"), load_gpu("b300")
+    assert mi355x.peak_flop_per_s(Dtype.MXFP4) == pytest.approx(10.1e15, rel=0.01)
+    assert b300.peak_flop_per_s(Dtype.NVFP4) == pytest.approx(13.5e15)
+    assert mi355x.hbm_capacity_bytes == b300.hbm_capacity_bytes == 288e9
+    assert mi355x.tco_usd_per_gpu_hour == 1.50 and b300.tco_usd_per_gpu_hour == 2.26
+    assert mi355x.lds_per_cu_bytes == 160 * 1024 and mi355x.lds_granularity_bytes == 1280
+    assert load_gpu("mi300x").lds_granularity_bytes == 512
+    pair = load_platform("h200-2")
+    assert pair.links_per_gpu == 18 and pair.link_bandwidth_bytes_per_s == pytest.approx(26.56e9)
+
+
+def test_unsupported_datatype_names_the_supported_ones():
+    with pytest.raises(ValueError, match=r"h200 has no mxfp4 math units \(supported: .*bf16"):
+        load_gpu("h200").peak_flop_per_s(Dtype.MXFP4)
+
+
+def _h200_raw() -> dict:
+    return yaml.safe_load((SPEC_DIR / "gpus" / "h200.yaml").read_text())
+
+
+def _load(raw, write_yaml):
+    path = write_yaml(raw)
+    return load_record(GPU, yaml.safe_load(path.read_text()), path), path
+
+
+def test_missing_key_is_named(write_yaml):
+    raw = _h200_raw()
+    del raw["hbm_bandwidth_tb_per_s"]
+    with pytest.raises(SpecError, match=r"spec\.yaml: hbm_bandwidth_bytes_per_s: missing"):
+        _load(raw, write_yaml)
+
+
+def test_unknown_key_is_named_with_the_valid_keys(write_yaml):
+    raw = _h200_raw()
+    raw["hbm_colour"] = {"value": 1, "source": "x"}
+    with pytest.raises(SpecError, match=r"spec\.yaml: hbm_colour: unknown key \(valid keys: name, vendor"):
+        _load(raw, write_yaml)
+
+
+def test_negative_value_is_named(write_yaml):
+    raw = _h200_raw()
+    raw["compute_units"]["value"] = -132
+    with pytest.raises(SpecError, match=r"spec\.yaml: compute_units: value must not be negative"):
+        _load(raw, write_yaml)
+
+
+def test_unknown_unit_suffix_is_named_with_the_valid_spellings(write_yaml):
+    raw = _h200_raw()
+    raw["hbm_bandwidth_furlongs_per_s"] = raw.pop("hbm_bandwidth_tb_per_s")
+    with pytest.raises(SpecError, match=r"hbm_bandwidth_furlongs_per_s: unknown unit suffix .*tb_per_s"):
+        _load(raw, write_yaml)
+
+
+def test_number_without_source_is_rejected(write_yaml):
+    raw = _h200_raw()
+    raw["clock_mhz"] = 1830
+    with pytest.raises(SpecError, match=r"clock_mhz: must be a mapping \{value"):
+        _load(raw, write_yaml)
+
+
+def test_missing_datatype_in_peak_table_is_named(write_yaml):
+    raw = _h200_raw()
+    del raw["peak_dense_tflop_per_s"]["int8"]
+    with pytest.raises(SpecError, match=r"peak_dense_tflop_per_s: missing datatypes .*int8"):
+        _load(raw, write_yaml)
+
+
+def test_malformed_yaml_names_the_file_and_line(write_yaml):
+    path = write_yaml("name: h200\ncompute_units: {value: 132, source: [unclosed\n")
+    with pytest.raises(SpecError, match=r"spec\.yaml: line \d+: malformed YAML"):
+        load_gpu(str(path))
+
+
+def test_unknown_gpu_lists_the_valid_ones():
+    with pytest.raises(SpecError, match=r"unknown GPU \(valid: b200, b300, h100, h200, mi300x, mi355x\)"):
+        load_gpu("a100")
+
+
+def test_platform_with_a_bad_efficiency_is_named(write_yaml):
+    raw = yaml.safe_load((SPEC_DIR / "platforms" / "h200-2.yaml").read_text())
+    raw["link_efficiency"]["value"] = 1.5
+    path = write_yaml(raw)
+    with pytest.raises(SpecError, match=r"spec\.yaml: link_efficiency: must be in \(0, 1\]"):
+        load_record(Platform, raw, path)
+
+
+@given(factor=st.sampled_from([("tb_per_s", 1.0), ("gb_per_s", 1e3), ("bytes_per_s", 1e12)]),
+       lds=st.sampled_from([("kib", 1.0), ("bytes", 1024.0)]))
+def test_two_unit_spellings_load_to_the_same_object(factor, lds):
+    base = _h200_raw()
+    path = SPEC_DIR / "gpus" / "h200.yaml"
+    original = load_record(GPU, base, path)
+    raw = copy.deepcopy(base)
+    bw = raw.pop("hbm_bandwidth_tb_per_s")
+    raw[f"hbm_bandwidth_{factor[0]}"] = {"value": bw["value"] * factor[1], "source": bw["source"]}
+    cap = raw.pop("lds_per_cu_kib")
+    raw[f"lds_per_cu_{lds[0]}"] = {"value": cap["value"] * lds[1], "source": cap["source"]}
+    respelled = load_record(GPU, raw, path)
+    assert respelled.hbm_bandwidth_bytes_per_s == pytest.approx(original.hbm_bandwidth_bytes_per_s)
+    assert respelled.lds_per_cu_bytes == original.lds_per_cu_bytes
+    assert replace(respelled, hbm_bandwidth_bytes_per_s=original.hbm_bandwidth_bytes_per_s) == original
+
+
+def test_same_quantity_twice_under_two_units_is_rejected(write_yaml):
+    raw = _h200_raw()
+    raw["hbm_bandwidth_gb_per_s"] = {"value": 4800, "source": "x"}
+    with pytest.raises(SpecError, match="a second time"):
+        _load(raw, write_yaml)
+
+
+def test_calibration_rejects_efficiency_above_one(write_yaml):
+    overlay = write_yaml({"compute_efficiency": {"gemm": {"bf16": {"value": 1.2, "source": "x"}}}})
+    with pytest.raises(SpecError, match=r"compute_efficiency\.gemm\.bf16: must be in \(0, 1\]"):
+        load_calibration("h200", str(overlay))
+
+
+def test_calibration_rejects_unknown_family(write_yaml):
+    overlay = write_yaml({"compute_efficiency": {"gemmm": {"bf16": {"value": 0.5, "source": "x"}}}})
+    with pytest.raises(SpecError, match=r"compute_efficiency\.gemmm: unknown name \(valid: .*gemm"):
+        load_calibration("h200", str(overlay))

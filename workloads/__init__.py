@@ -1,0 +1,1 @@
+"""What is computed: kernel kinds, codecs and models, counted as hwmodels `Work` (no time here)."""

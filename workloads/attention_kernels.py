@@ -1,0 +1,167 @@
+"""Softmax attention kernels: flash-attention prefill and absorbed-MLA decode with KV splits."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import ClassVar
+
+from hwmodels.dtypes import Dtype
+from hwmodels.work import Family, Work
+from workloads.kernel_fields import cdiv, check_ints, coerce
+
+# Softmax FP32 FLOP per query-key pair: running max, subtract, exp, sum, and the final 1/sum scale.
+_SOFTMAX_FLOP_PER_PAIR = 5
+
+
+
+
+
+
+
+
+@dataclass(frozen=True)
+class AttentionPrefill:
+    """Flash-attention prefill with GQA over a cached prefix: one workgroup per block of queries."""
+
+    kind: ClassVar[str] = "attention-prefill"
+
+    seqs: int  # sequences in the batch (all the same shape)
+    q_len: int  # new query tokens per sequence
+    heads: int  # query heads
+    kv_heads: int  # key/value heads; heads must be a multiple (GQA)
+    head_dim: int  # values per head, for q, k and v
+    cached: int = 0  # tokens of the prefix already in the KV cache
+    causal: bool = True  # query i sees cached + i + 1 keys; False: every query sees all keys
+    dtype: Dtype = Dtype.BF16  # storage and math dtype of q, k, v and o
+    block_m: int = 128  # query rows per workgroup
+    threads: int = 256  # threads per workgroup
+    block_n: int = 64  # key rows staged in LDS per inner step
+
+    def __post_init__(self) -> None:
+        check_ints(self, ("seqs", "q_len", "heads", "kv_heads", "head_dim", "block_m", "threads",
+                           "block_n"), ("cached",))
+        if not isinstance(self.causal, bool):
+            raise ValueError(f"causal must be a bool, got {self.causal!r}")
+        coerce(self, "dtype", Dtype)
+        if self.heads % self.kv_heads:
+            raise ValueError(f"heads ({self.heads}) must be a multiple of kv_heads ({self.kv_heads})")
+
+    @property
+    def pairs(self) -> int:
+        """Query-key pairs scored per sequence per head (causal: cached + i + 1 keys for query i)."""
+        q, c = self.q_len, self.cached
+        return q * c + q * (q + 1) // 2 if self.causal else q * (c + q)
+
+    def launches(self) -> tuple[Work, ...]:
+        """One launch: QK^T and PV (2 FLOP each per pair per head dim) plus softmax per pair."""
+        s, h, d = self.seqs, self.heads, self.head_dim
+        keys = self.cached + self.q_len
+        rows = min(self.block_m, self.q_len)
+        return (
+            Work(
+                flop_by_dtype={
+                    self.dtype: 4 * s * h * d * self.pairs,
+                    Dtype.FP32: _SOFTMAX_FLOP_PER_PAIR * s * h * self.pairs,
+                },
+                read_bytes=self.dtype.storage_bytes(s * self.q_len * h * d)
+                + self.dtype.storage_bytes(s * 2 * keys * self.kv_heads * d),
+                write_bytes=self.dtype.storage_bytes(s * self.q_len * h * d),
+                workgroups=s * h * cdiv(self.q_len, self.block_m),
+                threads_per_workgroup=self.threads,
+                # the Q tile plus one K and one V tile: (block_m + 2*block_n) * head_dim * bits/8
+                lds_bytes_per_workgroup=cdiv((self.block_m + 2 * self.block_n) * d * self.dtype.bits, 8),
+                family=Family.ATTENTION_PREFILL,
+                # the busiest query block: full rows against every key (causal blocks do less)
+                flop_per_workgroup=(4 * d + _SOFTMAX_FLOP_PER_PAIR) * rows * keys,
+                # the query blocks and heads of one KV group share its K and V through L2
+                memory_workgroups=s * self.kv_heads,
+            ),
+        )
+
+    def work(self) -> Work:
+        """All launches summed, for counting."""
+        return sum(self.launches(), Work.nothing())
+
+
+@dataclass(frozen=True)
+class MlaDecode:
+    """Absorbed-MLA decode over the compressed latent, with head padding and KV splits (BRIEF mech. 5)."""
+
+    kind: ClassVar[str] = "mla-decode"
+
+    seqs: int  # sequences, one new token each
+    context: int  # tokens of history per sequence
+    heads: int  # query heads on this GPU (12 for Kimi K3 at TP8)
+    kv_lora: int = 512  # latent (compressed KV) width; also the output width per head
+    rope_dim: int = 64  # decoupled RoPE key width stored beside the latent
+    num_splits: int = 1  # partitions of the history per sequence; > 1 adds a merge launch
+    pad_heads_to: int = 0  # pad the query to this many heads with a copy launch (0: no padding)
+    kv_dtype: Dtype = Dtype.FP8  # storage dtype of the latent cache
+    q_dtype: Dtype = Dtype.BF16  # storage dtype of the (absorbed) query
+    heads_per_workgroup: int = 16  # padded heads computed together by one workgroup
+    threads: int = 256  # threads per workgroup
+    block_n: int = 64  # latent rows staged in LDS per inner step
+
+    def __post_init__(self) -> None:
+        check_ints(self, ("seqs", "context", "heads", "kv_lora", "rope_dim", "num_splits",
+                           "heads_per_workgroup", "threads", "block_n"), ("pad_heads_to",))
+        coerce(self, "kv_dtype", Dtype)
+        coerce(self, "q_dtype", Dtype)
+        if self.num_splits > self.context:
+            raise ValueError(f"num_splits ({self.num_splits}) must not exceed context ({self.context})")
+
+    @property
+    def padded_heads(self) -> int:
+        """Heads the attention kernel computes; padding heads are computed and their output dropped."""
+        return max(self.heads, self.pad_heads_to)
+
+    def launches(self) -> tuple[Work, ...]:
+        """Optional padding copy, the split attention kernel, then a log-sum-exp merge if split."""
+        s, t, hp, lora = self.seqs, self.context, self.padded_heads, self.kv_lora
+        width = lora + self.rope_dim  # values per latent row (576 for DeepSeek-style MLA)
+        head_groups = cdiv(hp, self.heads_per_workgroup)
+        out_bytes = Dtype.BF16.storage_bytes(s * hp * lora)
+        partial_bytes = s * self.num_splits * hp * (lora * 4 + 4)  # fp32 partial output + fp32 LSE
+        launches = []
+        if self.pad_heads_to > self.heads:
+            launches.append(Work(
+                flop_by_dtype={},
+                read_bytes=self.q_dtype.storage_bytes(s * self.heads * width),
+                write_bytes=self.q_dtype.storage_bytes(s * hp * width),
+                workgroups=s * hp,
+                threads_per_workgroup=self.threads,
+                family=Family.COPY,
+            ))
+        launches.append(Work(
+            # the latent is upcast, so the math runs in bf16: scores over width, output over kv_lora
+            flop_by_dtype={
+                Dtype.BF16: 2 * s * hp * t * width + 2 * s * hp * t * lora,
+                Dtype.FP32: _SOFTMAX_FLOP_PER_PAIR * s * hp * t,
+            },
+            # each split reads its share of the history, so the whole history is read once
+            read_bytes=self.kv_dtype.storage_bytes(s * t * width)
+            + self.q_dtype.storage_bytes(s * hp * width),
+            write_bytes=out_bytes if self.num_splits == 1 else partial_bytes,
+            workgroups=s * self.num_splits * head_groups,
+            threads_per_workgroup=self.threads,
+            # one latent tile plus the workgroup's query rows: block_n*width*kv + hpw*width*q bytes
+            lds_bytes_per_workgroup=math.ceil(self.kv_dtype.storage_bytes(self.block_n * width)
+                                              + self.q_dtype.storage_bytes(self.heads_per_workgroup * width)),
+            family=Family.MLA_DECODE,
+        ))
+        if self.num_splits > 1:
+            launches.append(Work(
+                # per split and output value: rescale by exp(lse - max) and accumulate; 4 for the LSEs
+                flop_by_dtype={Dtype.FP32: s * hp * self.num_splits * (2 * lora + 4)},
+                read_bytes=partial_bytes,
+                write_bytes=out_bytes,
+                workgroups=s * head_groups,
+                threads_per_workgroup=self.threads,
+                family=Family.MLA_DECODE,
+            ))
+        return tuple(launches)
+
+    def work(self) -> Work:
+        """All launches summed, for counting."""
+        return sum(self.launches(), Work.nothing())

@@ -1,0 +1,248 @@
+"""Kimi Delta Attention kernels: chunked prefill, single-token decode and speculative verification.
+
+Counts follow the FLA implementation as summarized in reference/hardware_and_models.md C.3: the
+state is K x V fp32 per head; activations are bf16; gates g are fp32 per key channel; beta is one
+fp32 per token. K is key_dim, V is value_dim, c the tokens of one chunk (the last may be partial).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import ClassVar
+
+from hwmodels.dtypes import Dtype
+from hwmodels.work import Family, Work
+from workloads.kernel_fields import cdiv, check_bool, check_ints
+
+_BF16_BYTES = 2  # activations q, k, v, w, u, kg, o
+_FP32_BYTES = 4  # state, gates, beta, A_qk, chunk summaries
+_CHUNK_SIZES = (32, 64)  # FLA chunk_kda_fwd allows BT in {32, 64} (reference C.3)
+
+
+
+
+
+
+
+
+@dataclass(frozen=True)
+class KdaPrefill:
+    """KDA chunked prefill per reference C.3; grouped_scan is BRIEF mechanism 6 (2 launches to 4)."""
+
+    kind: ClassVar[str] = "kda-prefill"
+
+    seqs: int  # sequences in the batch
+    tokens: int  # prompt tokens per sequence
+    heads: int  # KDA heads on this GPU
+    key_dim: int = 128  # K: key channels per head
+    value_dim: int = 128  # V: value channels per head
+    chunk: int = 64  # tokens per chunk, 32 or 64 as in FLA
+    grouped_scan: bool = False  # True: summaries, an ordered scan and a parallel replay (4 launches)
+    block_v: int = 64  # value columns per workgroup of the scan and replay kernels
+    threads: int = 256  # threads per workgroup
+
+    def __post_init__(self) -> None:
+        check_ints(self, ("seqs", "tokens", "heads", "key_dim", "value_dim", "chunk", "block_v",
+                           "threads"))
+        if self.chunk not in _CHUNK_SIZES:
+            raise ValueError(f"chunk must be one of {_CHUNK_SIZES}, got {self.chunk}")
+        check_bool(self, "grouped_scan")
+
+    @property
+    def chunks(self) -> int:
+        """Chunks per sequence, the last one possibly partial."""
+        return cdiv(self.tokens, self.chunk)
+
+    def _over_chunks(self, per_chunk: Callable[[int], int]) -> int:
+        """Sum of per_chunk(c) over one sequence's chunk sizes c."""
+        full, rest = divmod(self.tokens, self.chunk)
+        return full * per_chunk(self.chunk) + (per_chunk(rest) if rest else 0)
+
+    def launches(self) -> tuple[Work, ...]:
+        """Plain: intra transform, then a sequential scan with output; grouped: see class docstring."""
+        kd, vd, c_max = self.key_dim, self.value_dim, self.chunk
+        sh, n, t = self.seqs * self.heads, self.chunks, self.tokens
+        v_tiles = cdiv(vd, self.block_v)
+        state = kd * vd * _FP32_BYTES
+        wuk = t * (2 * kd + vd) * _BF16_BYTES  # w, kg (K wide) and u (V wide) of every token
+        a_qk = self._over_chunks(lambda c: c * c * _FP32_BYTES)
+        q = t * kd * _BF16_BYTES
+        o = t * vd * _BF16_BYTES
+        # LDS of one state-carrying workgroup: its K x block_v fp32 state slice plus one c x K bf16
+        # operand tile (w or kg) staged for tl.dot
+        scan_lds = kd * self.block_v * _FP32_BYTES + c_max * kd * _BF16_BYTES
+
+        def launch(flop: dict[Dtype, int], read: int, write: int, workgroups: int, lds: int,
+                   per_chunk: tuple[int, int] | None = None) -> Work:
+            # per_chunk: (FLOP, bytes) of one full chunk of one head, for a launch that runs chunks in
+            # parallel: its busiest workgroup holds a full chunk even when the last chunk is short
+            figures = {} if per_chunk is None else {"flop_per_workgroup": per_chunk[0],
+                                                    "bytes_per_workgroup": per_chunk[1]}
+            return Work(flop_by_dtype=flop, read_bytes=read, write_bytes=write, workgroups=workgroups,
+                        threads_per_workgroup=self.threads, lds_bytes_per_workgroup=lds,
+                        family=Family.KDA_PREFILL, **figures)
+
+        c_full = min(c_max, t)
+        inputs_per_token = 2 * kd * _BF16_BYTES + vd * _BF16_BYTES + kd * _FP32_BYTES + _FP32_BYTES
+        wuk_per_token = (2 * kd + vd) * _BF16_BYTES
+
+        intra = launch(
+            # A_qk and A_kk (2c^2 K), w and u (2c^2 K + 2c^2 V); the UT forward substitution, whose
+            # (c^3 - c)/3 is an integer because (c-1)c(c+1) has a factor 3
+            {Dtype.BF16: sh * self._over_chunks(lambda c: 4 * c * c * kd + 2 * c * c * vd),
+             Dtype.FP32: sh * self._over_chunks(lambda c: (c**3 - c) // 3)},
+            # q, k, v bf16; g fp32 per key channel; beta fp32 per token
+            read=sh * t * (2 * kd * _BF16_BYTES + vd * _BF16_BYTES + kd * _FP32_BYTES + _FP32_BYTES),
+            write=sh * (wuk + a_qk),
+            workgroups=sh * n,
+            # q and k tiles bf16 (2*c*K*2), gate tile fp32 (c*K*4), A block fp32 (c*c*4): 80 KiB at
+            # c=64, K=128, near the 79.5 KiB the BRIEF reports for the real prologue
+            lds=2 * c_max * kd * _BF16_BYTES + c_max * kd * _FP32_BYTES + c_max * c_max * _FP32_BYTES,
+            per_chunk=(4 * c_full * c_full * kd + 2 * c_full * c_full * vd + (c_full**3 - c_full) // 3,
+                       c_full * (inputs_per_token + wuk_per_token) + c_full * c_full * _FP32_BYTES),
+        )
+        if not self.grouped_scan:
+            scan = launch(
+                # state update (v_new 2cKV, h 2cKV) and output (q.h 2cKV, A_qk.v_new 2c^2 V)
+                {Dtype.BF16: sh * self._over_chunks(lambda c: 6 * c * kd * vd + 2 * c * c * vd)},
+                # the V tiles share w, kg and q through L2, so those count once
+                read=sh * (wuk + a_qk + q + state),
+                write=sh * (o + state),
+                workgroups=sh * v_tiles,
+                lds=scan_lds,
+            )
+            return (intra, scan)
+        summary = (kd * kd + kd * vd) * _FP32_BYTES  # a K x K transition and a K x V offset per chunk
+        summaries = launch(
+            {Dtype.BF16: sh * self._over_chunks(lambda c: 2 * c * kd * kd + 2 * c * kd * vd)},
+            read=sh * wuk,
+            write=sh * n * summary,
+            workgroups=sh * n,
+            # w and kg tiles (2*c*K*2) and a u tile (c*V*2), bf16
+            lds=2 * c_max * kd * _BF16_BYTES + c_max * vd * _BF16_BYTES,
+            per_chunk=(2 * c_full * kd * kd + 2 * c_full * kd * vd, c_full * wuk_per_token + summary),
+        )
+        ordered = launch(
+            # transition x state per chunk on the matrix cores: FLA stores per-chunk states in the
+            # activation dtype (reference C.3), so the dot runs at the bf16 rate; the carry stays fp32
+            {Dtype.BF16: sh * n * 2 * kd * kd * vd},
+            read=sh * (n * summary + state),
+            write=sh * (n * state + state),  # every chunk's start state, then the final state
+            workgroups=sh * v_tiles,
+            # the K x K fp32 transition and the K x block_v fp32 state slice
+            lds=kd * kd * _FP32_BYTES + kd * self.block_v * _FP32_BYTES,
+        )
+        replay = launch(
+            # v_new (2cKV), q.h (2cKV) and A_qk.v_new (2c^2 V), from the chunk's start state
+            {Dtype.BF16: sh * self._over_chunks(lambda c: 4 * c * kd * vd + 2 * c * c * vd)},
+            read=sh * (n * state + wuk + a_qk + q),
+            write=sh * o,
+            workgroups=sh * n * v_tiles,
+            lds=scan_lds,
+            per_chunk=(cdiv(4 * c_full * kd * vd + 2 * c_full * c_full * vd, v_tiles),
+                       cdiv(state + c_full * (wuk_per_token + kd * _BF16_BYTES + c_full * _FP32_BYTES
+                                              + vd * _BF16_BYTES), v_tiles)),
+        )
+        return (intra, summaries, ordered, replay)
+
+    def work(self) -> Work:
+        """All launches summed, for counting."""
+        return sum(self.launches(), Work.nothing())
+
+
+# Decode and verify keep each workgroup's K x tile fp32 state slice in registers (reference C.3:
+# "loaded once and kept in registers"), so they ask for no LDS.
+_RECURRENCE_FLOP_PER_KV = 7  # decay K*V, k^T S 2KV, rank-1 update 2KV, q^T S 2KV (reference C.3)
+_NORM_FLOP_PER_VALUE = 4  # gated RMSNorm of the output: square, sum, scale, gate
+
+
+@dataclass(frozen=True)
+class KdaDecode:
+    """One KDA token per sequence: state-bandwidth bound; unfused is BRIEF mechanism 4's 5 launches."""
+
+    kind: ClassVar[str] = "kda-decode"
+
+    seqs: int  # sequences, one token each
+    heads: int  # KDA heads on this GPU
+    key_dim: int = 128  # K: key channels per head
+    value_dim: int = 128  # V: value channels per head
+    fused: bool = True  # False: gate prep, recurrence, output norm, then two copies of the output
+    block_v: int = 32  # value columns per recurrence workgroup (FLA fused_recurrent BV = 32)
+    threads: int = 128  # threads per workgroup (FLA: num_warps = 4)
+
+    def __post_init__(self) -> None:
+        check_ints(self, ("seqs", "heads", "key_dim", "value_dim", "block_v", "threads"))
+        check_bool(self, "fused")
+
+    def launches(self) -> tuple[Work, ...]:
+        """Fused: one launch doing the same arithmetic as the unfused five, with no temporaries."""
+        kd, vd, sh = self.key_dim, self.value_dim, self.seqs * self.heads
+        state = kd * vd * _FP32_BYTES
+        inputs = 2 * kd * _BF16_BYTES + vd * _BF16_BYTES + kd * _FP32_BYTES + _FP32_BYTES  # q k v g beta
+        o = vd * _BF16_BYTES
+        recurrence_flop = _RECURRENCE_FLOP_PER_KV * kd * vd
+        grid = sh * cdiv(vd, self.block_v)
+
+        def launch(flop: int, read: int, write: int, workgroups: int, family: Family) -> Work:
+            return Work(flop_by_dtype={Dtype.FP32: flop} if flop else {}, read_bytes=read,
+                        write_bytes=write, workgroups=workgroups, threads_per_workgroup=self.threads,
+                        family=family)
+
+        if self.fused:
+            flop = recurrence_flop + kd + _NORM_FLOP_PER_VALUE * vd  # + exp(g) and the output norm
+            return (launch(sh * flop, sh * (state + inputs), sh * (state + o), grid, Family.KDA_DECODE),)
+        gate_prep = launch(sh * kd, sh * kd * _FP32_BYTES, sh * kd * _FP32_BYTES, sh, Family.KDA_DECODE)
+        recurrence = launch(sh * recurrence_flop, sh * (state + inputs), sh * (state + o), grid,
+                          Family.KDA_DECODE)
+        norm = launch(sh * _NORM_FLOP_PER_VALUE * vd, sh * o, sh * o, sh, Family.KDA_DECODE)
+        copy = launch(0, sh * o, sh * o, sh, Family.COPY)
+        return (gate_prep, recurrence, norm, copy, copy)
+
+    def work(self) -> Work:
+        """All launches summed, for counting."""
+        return sum(self.launches(), Work.nothing())
+
+
+@dataclass(frozen=True)
+class KdaVerify:
+    """KDA over speculative positions, tiled over value columns: BRIEF mechanism 7 (48 vs 384 grids)."""
+
+    kind: ClassVar[str] = "kda-verify"
+
+    seqs: int  # sequences being verified
+    positions: int  # draft positions verified per sequence
+    heads: int  # KDA heads on this GPU
+    head_dim: int = 128  # K = V channels per head
+    tile_cols: int = 32  # value columns per workgroup; need not divide head_dim
+    store_states: bool = True  # keep every position's state for rollback, else only the final one
+    threads: int = 128  # threads per workgroup
+
+    def __post_init__(self) -> None:
+        check_ints(self, ("seqs", "positions", "heads", "head_dim", "tile_cols", "threads"))
+        if self.tile_cols > self.head_dim:
+            raise ValueError(f"tile_cols ({self.tile_cols}) must not exceed head_dim ({self.head_dim})")
+        check_bool(self, "store_states")
+
+    def launches(self) -> tuple[Work, ...]:
+        """One launch; each tile re-reads every position's full q, k and g: the byte price of a wider grid."""
+        d, p, sh = self.head_dim, self.positions, self.seqs * self.heads
+        tiles = cdiv(d, self.tile_cols)
+        state = d * d * _FP32_BYTES
+        per_tile_inputs = 2 * d * _BF16_BYTES + d * _FP32_BYTES  # q, k bf16 and g fp32, full K
+        shared_inputs = d * _BF16_BYTES + _FP32_BYTES  # v bf16 (each tile its columns) and beta
+        states_written = p if self.store_states else 1
+        return (
+            Work(
+                flop_by_dtype={Dtype.FP32: _RECURRENCE_FLOP_PER_KV * d * d * p * sh},
+                read_bytes=sh * (state + p * (tiles * per_tile_inputs + shared_inputs)),
+                write_bytes=sh * (p * d * _BF16_BYTES + states_written * state),
+                workgroups=sh * tiles,
+                threads_per_workgroup=self.threads,
+                family=Family.KDA_VERIFY,
+            ),
+        )
+
+    def work(self) -> Work:
+        """All launches summed, for counting."""
+        return sum(self.launches(), Work.nothing())

@@ -1,0 +1,408 @@
+"""Kernel kinds: frozen dataclasses of shapes whose launches are counted as `Work`, one per GPU launch.
+
+Every kind has `kind` (its CLI name), `launches()` (one Work per launch, in order, each timed on
+its own grid) and `work()` (their sum). Matmul FLOP go under the kernel's math dtype, other
+arithmetic under FP32; bytes are HBM bytes, each input read and each output written once per launch.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import ClassVar
+
+from hwmodels.dtypes import Dtype
+from hwmodels.work import Family, Work
+from workloads.attention_kernels import AttentionPrefill, MlaDecode
+from workloads.codecs import Codec
+from workloads.kda_kernels import KdaDecode, KdaPrefill, KdaVerify
+from workloads.kernel_fields import cdiv, check_bool, check_ints, coerce, full_block_figures
+
+__all__ = [
+    "KERNEL_KINDS", "AddRmsNorm", "AttentionPrefill", "AttnResMix", "Copy", "Dequantize", "Elementwise",
+    "Gemm", "KdaDecode", "KdaPrefill", "KdaVerify", "MlaDecode", "MoeGemm", "Quantize", "RmsNorm",
+]
+
+
+
+
+
+
+
+
+
+
+def _gemm_lds_bytes(stages: int, tile_m: int, tile_n: int, tile_k: int, dtype: Dtype) -> int:
+    """LDS of a pipelined GEMM workgroup: `stages` A and B tiles, stages*(tm*tk + tk*tn)*bits/8 B."""
+    return cdiv(stages * (tile_m * tile_k + tile_k * tile_n) * dtype.bits, 8)
+
+
+# Rows of the matrix-core instruction: a tile is computed in multiples of this, so a skinny GEMM
+# still executes 16 rows (MFMA/WGMMA 16xNxK shapes; CDNA3 ISA and the Hopper WGMMA m64 split by 4 warps).
+_MMA_ROWS = 16
+
+
+def _tile_figures(rows: int, cols: int, k: int, executed_rows: int, column_blocks: int, dtype: Dtype,
+                  out_dtype: Dtype) -> dict[str, float]:
+    """FLOP one output tile executes; the bytes one column block streams (its B columns, A rows, C tile)."""
+    return {
+        "flop_per_workgroup": 2 * executed_rows * cols * k,
+        "memory_workgroups": column_blocks,
+        "bytes_per_workgroup": (dtype.storage_bytes(rows * k) + dtype.storage_bytes(k * cols)
+                                + out_dtype.storage_bytes(rows * cols)),
+    }
+
+
+@dataclass(frozen=True)
+class Gemm:
+    """C = A·B, the dense projections; the tiles set the grid and the LDS that limits occupancy."""
+
+    kind: ClassVar[str] = "gemm"
+
+    m: int  # rows of A and C (tokens)
+    n: int  # columns of B and C (output features)
+    k: int  # reduction depth (input features)
+    dtype: Dtype = Dtype.BF16  # storage and math dtype of A and B; MX/NVFP4 scales count as bytes
+    out_dtype: Dtype = Dtype.BF16  # storage dtype of C
+    tile_m: int = 128  # rows of C per workgroup
+    tile_n: int = 128  # columns of C per workgroup
+    tile_k: int = 32  # reduction depth of one pipeline stage
+    stages: int = 2  # pipeline stages resident in LDS at once (2 x 32 KiB fits the 64 KiB of CDNA3)
+    threads: int = 256  # threads per workgroup
+
+    def __post_init__(self) -> None:
+        check_ints(self, ("m", "n", "k", "tile_m", "tile_n", "tile_k", "stages", "threads"))
+        coerce(self, "dtype", Dtype)
+        coerce(self, "out_dtype", Dtype)
+
+    def launches(self) -> tuple[Work, ...]:
+        """One launch over ceil(m/tile_m) x ceil(n/tile_n) output tiles."""
+        m, n, k = self.m, self.n, self.k
+        rows, cols = min(m, self.tile_m), min(n, self.tile_n)
+        return (
+            Work(
+                flop_by_dtype={self.dtype: 2 * m * n * k},
+                read_bytes=self.dtype.storage_bytes(m * k) + self.dtype.storage_bytes(k * n),
+                write_bytes=self.out_dtype.storage_bytes(m * n),
+                workgroups=cdiv(m, self.tile_m) * cdiv(n, self.tile_n),
+                threads_per_workgroup=self.threads,
+                lds_bytes_per_workgroup=_gemm_lds_bytes(
+                    self.stages, self.tile_m, self.tile_n, self.tile_k, self.dtype
+                ),
+                family=Family.GEMM,
+                **_tile_figures(rows, cols, k, min(self.tile_m, cdiv(m, _MMA_ROWS) * _MMA_ROWS),
+                                cdiv(n, self.tile_n), self.dtype, self.out_dtype),
+            ),
+        )
+
+    def work(self) -> Work:
+        """All launches summed, for counting."""
+        return sum(self.launches(), Work.nothing())
+
+
+@dataclass(frozen=True)
+class MoeGemm:
+    """Grouped expert GEMM with rows padded to tile_m: padding costs FLOP, idle experts cost nothing."""
+
+    kind: ClassVar[str] = "moe-gemm"
+
+    experts: int  # experts in the group (all with the same token count)
+    tokens_per_expert: int  # rows routed to each expert; 0 leaves the experts idle
+    n: int  # output features per expert
+    k: int  # input features per expert
+    dtype: Dtype = Dtype.BF16  # storage and math dtype of tokens and weights
+    out_dtype: Dtype = Dtype.BF16  # storage dtype of the output
+    tile_m: int = 64  # token rows per workgroup; each expert's rows are padded to a multiple
+    tile_n: int = 128  # output columns per workgroup
+    tile_k: int = 32  # reduction depth of one pipeline stage
+    stages: int = 2  # pipeline stages resident in LDS at once (2 x 32 KiB fits the 64 KiB of CDNA3)
+    threads: int = 256  # threads per workgroup
+
+    def __post_init__(self) -> None:
+        check_ints(self, ("experts", "n", "k", "tile_m", "tile_n", "tile_k", "stages", "threads"),
+                    ("tokens_per_expert",))
+        coerce(self, "dtype", Dtype)
+        coerce(self, "out_dtype", Dtype)
+
+    def launches(self) -> tuple[Work, ...]:
+        """One launch over every expert's padded row tiles; an idle expert reads no weights."""
+        e, t, n, k = self.experts, self.tokens_per_expert, self.n, self.k
+        row_tiles = cdiv(t, self.tile_m)
+        weight_bytes = self.dtype.storage_bytes(k * n) if t else 0.0
+        return (
+            Work(
+                flop_by_dtype={self.dtype: 2 * e * row_tiles * self.tile_m * n * k},
+                read_bytes=e * (self.dtype.storage_bytes(t * k) + weight_bytes),
+                write_bytes=e * self.out_dtype.storage_bytes(t * n),
+                workgroups=e * row_tiles * cdiv(n, self.tile_n),
+                threads_per_workgroup=self.threads,
+                lds_bytes_per_workgroup=_gemm_lds_bytes(
+                    self.stages, self.tile_m, self.tile_n, self.tile_k, self.dtype
+                ),
+                family=Family.MOE_GEMM,
+                **_tile_figures(min(t, self.tile_m), min(n, self.tile_n), k, self.tile_m,
+                                e * cdiv(n, self.tile_n) if t else 0, self.dtype, self.out_dtype),
+            ),
+        )
+
+    def work(self) -> Work:
+        """All launches summed, for counting."""
+        return sum(self.launches(), Work.nothing())
+
+
+# Row kernels (norms, AttnRes mixing) reduce a row with wave shuffles and a few words of scratch, so
+# their LDS (threads/64 * 4 B at most) never limits occupancy: assumption, counted as 0.
+
+
+@dataclass(frozen=True)
+class RmsNorm:
+    """RMSNorm over each token's hidden vector: one workgroup per token row, memory-bound."""
+
+    kind: ClassVar[str] = "rmsnorm"
+
+    tokens: int  # rows
+    hidden: int  # values per row
+    dtype: Dtype = Dtype.BF16  # storage dtype of input, weight and output
+    threads: int = 256  # threads per workgroup
+
+    def __post_init__(self) -> None:
+        check_ints(self, ("tokens", "hidden", "threads"))
+        coerce(self, "dtype", Dtype)
+
+    def launches(self) -> tuple[Work, ...]:
+        """One launch; 4 FLOP per value: square, sum, scale by 1/rms, scale by weight."""
+        t, h = self.tokens, self.hidden
+        return (
+            Work(
+                flop_by_dtype={Dtype.FP32: 4 * t * h},
+                read_bytes=self.dtype.storage_bytes(t * h) + self.dtype.storage_bytes(h),
+                write_bytes=self.dtype.storage_bytes(t * h),
+                workgroups=t,
+                threads_per_workgroup=self.threads,
+                family=Family.NORM,
+            ),
+        )
+
+    def work(self) -> Work:
+        """All launches summed, for counting."""
+        return sum(self.launches(), Work.nothing())
+
+
+@dataclass(frozen=True)
+class AddRmsNorm:
+    """Residual add then RMSNorm; fusing keeps the sum in registers and saves a launch and a re-read."""
+
+    kind: ClassVar[str] = "add-rmsnorm"
+
+    tokens: int  # rows
+    hidden: int  # values per row
+    fused: bool = True  # one kernel; False: an elementwise add, then an RmsNorm that re-reads the sum
+    dtype: Dtype = Dtype.BF16  # storage dtype of every tensor
+    threads: int = 256  # threads per workgroup
+
+    def __post_init__(self) -> None:
+        check_ints(self, ("tokens", "hidden", "threads"))
+        check_bool(self, "fused")
+        coerce(self, "dtype", Dtype)
+
+    def launches(self) -> tuple[Work, ...]:
+        """Fused: read x, residual and weight, write the new residual and the normed output."""
+        t, h = self.tokens, self.hidden
+        if not self.fused:
+            add = Elementwise(elements=t * h, inputs=2, ops_per_element=1, dtype=self.dtype,
+                              threads=self.threads)
+            norm = RmsNorm(tokens=t, hidden=h, dtype=self.dtype, threads=self.threads)
+            return add.launches() + norm.launches()
+        return (
+            Work(
+                flop_by_dtype={Dtype.FP32: 5 * t * h},  # the add, then RMSNorm's 4 per value
+                read_bytes=self.dtype.storage_bytes(2 * t * h) + self.dtype.storage_bytes(h),
+                write_bytes=self.dtype.storage_bytes(2 * t * h),
+                workgroups=t,
+                threads_per_workgroup=self.threads,
+                family=Family.NORM,
+            ),
+        )
+
+    def work(self) -> Work:
+        """All launches summed, for counting."""
+        return sum(self.launches(), Work.nothing())
+
+
+@dataclass(frozen=True)
+class AttnResMix:
+    """AttnRes: each token attends over earlier block outputs (depth), optionally fused with RMSNorm."""
+
+    kind: ClassVar[str] = "attnres-mix"
+
+    tokens: int  # rows
+    hidden: int  # values per row
+    sources: int  # earlier block outputs mixed into each token
+    fused_norm: bool = False  # True: RMSNorm applied in registers; False: an RmsNorm launch re-reads
+    dtype: Dtype = Dtype.BF16  # storage dtype of every tensor
+    threads: int = 256  # threads per workgroup; one workgroup per token
+
+    def __post_init__(self) -> None:
+        check_ints(self, ("tokens", "hidden", "sources", "threads"))
+        check_bool(self, "fused_norm")
+        coerce(self, "dtype", Dtype)
+
+    def launches(self) -> tuple[Work, ...]:
+        """Per token: s dot products (2sH), softmax over s (5s) and the weighted sum (2sH)."""
+        t, h, s = self.tokens, self.hidden, self.sources
+        mix_flop = t * (4 * s * h + 5 * s)
+        sources_bytes = self.dtype.storage_bytes(s * t * h) + self.dtype.storage_bytes(h)  # + query
+        if self.fused_norm:
+            return (
+                Work(
+                    flop_by_dtype={Dtype.FP32: mix_flop + 4 * t * h},
+                    read_bytes=sources_bytes + self.dtype.storage_bytes(h),  # + norm weight
+                    write_bytes=self.dtype.storage_bytes(2 * t * h),  # the mixture and its norm
+                    workgroups=t,
+                    threads_per_workgroup=self.threads,
+                    family=Family.NORM,
+                ),
+            )
+        mix = Work(
+            flop_by_dtype={Dtype.FP32: mix_flop},
+            read_bytes=sources_bytes,
+            write_bytes=self.dtype.storage_bytes(t * h),
+            workgroups=t,
+            threads_per_workgroup=self.threads,
+            family=Family.ELEMENTWISE,
+        )
+        return (mix, *RmsNorm(tokens=t, hidden=h, dtype=self.dtype, threads=self.threads).launches())
+
+    def work(self) -> Work:
+        """All launches summed, for counting."""
+        return sum(self.launches(), Work.nothing())
+
+
+@dataclass(frozen=True)
+class Elementwise:
+    """A pointwise kernel over `elements` values: pure bandwidth and launch cost."""
+
+    kind: ClassVar[str] = "elementwise"
+
+    elements: int  # output values
+    inputs: int = 2  # input tensors of `elements` values each
+    ops_per_element: int = 1  # FP32 arithmetic per output value
+    dtype: Dtype = Dtype.BF16  # storage dtype of inputs and output
+    threads: int = 256  # threads per workgroup
+    elements_per_workgroup: int = 4096  # values per workgroup (16 per thread at 256 threads)
+
+    def __post_init__(self) -> None:
+        check_ints(self, ("elements", "threads", "elements_per_workgroup"), ("inputs", "ops_per_element"))
+        coerce(self, "dtype", Dtype)
+
+    def launches(self) -> tuple[Work, ...]:
+        """One launch; no LDS, since no value is shared between threads."""
+        e = self.elements
+        flop = self.ops_per_element * e
+        read, write = self.inputs * self.dtype.storage_bytes(e), self.dtype.storage_bytes(e)
+        return (
+            Work(
+                flop_by_dtype={Dtype.FP32: flop},
+                read_bytes=read,
+                write_bytes=write,
+                workgroups=cdiv(e, self.elements_per_workgroup),
+                threads_per_workgroup=self.threads,
+                family=Family.ELEMENTWISE,
+                **full_block_figures(flop, read + write, e, self.elements_per_workgroup),
+            ),
+        )
+
+    def work(self) -> Work:
+        """All launches summed, for counting."""
+        return sum(self.launches(), Work.nothing())
+
+
+@dataclass(frozen=True)
+class Copy:
+    """A device copy: the useless packing copies the BRIEF finds are launch overhead and bandwidth."""
+
+    kind: ClassVar[str] = "copy"
+
+    size_bytes: int  # bytes copied (read once, written once)
+    threads: int = 256  # threads per workgroup
+    bytes_per_workgroup: int = 16384  # 64 B per thread at 256 threads
+
+    def __post_init__(self) -> None:
+        check_ints(self, ("size_bytes", "threads", "bytes_per_workgroup"))
+
+    def launches(self) -> tuple[Work, ...]:
+        """One launch, no arithmetic."""
+        return (
+            Work(
+                flop_by_dtype={},
+                read_bytes=self.size_bytes,
+                write_bytes=self.size_bytes,
+                workgroups=cdiv(self.size_bytes, self.bytes_per_workgroup),
+                threads_per_workgroup=self.threads,
+                family=Family.COPY,
+                **full_block_figures(0.0, 2 * self.size_bytes, self.size_bytes, self.bytes_per_workgroup),
+            ),
+        )
+
+    def work(self) -> Work:
+        """All launches summed, for counting."""
+        return sum(self.launches(), Work.nothing())
+
+
+def _codec_launch(values: int, codec: Codec, threads: int, flop_per_value: int, encode: bool) -> Work:
+    """One workgroup per 2048-value tile; fp16 on one side, the codec's wire format on the other."""
+    flop = 0 if codec is Codec.FP else flop_per_value * values
+    plain, wire = Dtype.FP16.storage_bytes(values), codec.wire_bytes(values)
+    return Work(
+        flop_by_dtype={Dtype.FP32: flop} if flop else {},
+        read_bytes=plain if encode else wire,
+        write_bytes=wire if encode else plain,
+        workgroups=cdiv(values, codec.tile_values),
+        threads_per_workgroup=threads,
+        family=Family.CODEC,
+        **full_block_figures(flop, plain + wire, values, codec.tile_values),
+    )
+
+
+@dataclass(frozen=True)
+class Quantize:
+    """fp16 to a QuickReduce codec, one 2048-value tile per workgroup (BRIEF study A)."""
+
+    kind: ClassVar[str] = "quantize"
+
+    values: int  # fp16 values to encode
+    codec: Codec = Codec.INT4  # wire format
+    threads: int = 256  # threads per workgroup (QuickReduce: 256 threads x 8 values per tile)
+
+    def __post_init__(self) -> None:
+        check_ints(self, ("values", "threads"))
+        coerce(self, "codec", Codec)
+
+    def launches(self) -> tuple[Work, ...]:
+        """5 FLOP per value: absmax, scale, round, clip twice; the FP codec is a plain copy."""
+        return (_codec_launch(self.values, self.codec, self.threads, 5, encode=True),)
+
+    def work(self) -> Work:
+        """All launches summed, for counting."""
+        return sum(self.launches(), Work.nothing())
+
+
+@dataclass(frozen=True)
+class Dequantize(Quantize):
+    """A QuickReduce codec back to fp16, one 2048-value tile per workgroup (BRIEF study A)."""
+
+    kind: ClassVar[str] = "dequantize"
+
+    def launches(self) -> tuple[Work, ...]:
+        """2 FLOP per value: unbias and scale; the FP codec is a plain copy."""
+        return (_codec_launch(self.values, self.codec, self.threads, 2, encode=False),)
+
+
+KERNEL_KINDS: Mapping[str, type] = MappingProxyType({
+    cls.kind: cls
+    for cls in (
+        Gemm, MoeGemm, AttentionPrefill, MlaDecode, KdaPrefill, KdaDecode, KdaVerify,
+        RmsNorm, AddRmsNorm, AttnResMix, Elementwise, Copy, Quantize, Dequantize,
+    )
+})
