@@ -1,4 +1,4 @@
-"""`infersim ...`: the command line. Parses, calls the pure layers, prints JSON or a table; no tracebacks for user errors."""
+"""`infersim ...`: the command line. Parses, calls the pure layers, prints JSON or a table; user errors exit 2."""
 
 from __future__ import annotations
 

@@ -13,6 +13,7 @@ from hwmodels.dtypes import Dtype
 from hwmodels.occupancy import occupancy
 from hwmodels.roofline import KernelTime, LaunchMode, kernel_time
 from hwmodels.spec import GPU, Platform, load_gpu, load_platform, spec_names
+from hwmodels.units import parse_size_bytes
 from workloads.kernels import KERNEL_KINDS
 
 
@@ -112,6 +113,8 @@ def _parse_value(kind: str, key: str, hint: Any, text: str) -> Any:
             if lowered not in ("true", "false", "1", "0", "yes", "no"):
                 raise ValueError
             return lowered in ("true", "1", "yes")
+        if hint is int and key.endswith("bytes"):
+            return parse_size_bytes(text)
         if hint is int:
             number = float(text)
             if number != int(number):

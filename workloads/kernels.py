@@ -45,12 +45,14 @@ _MMA_ROWS = 16
 
 def _tile_figures(rows: int, cols: int, k: int, executed_rows: int, column_blocks: int, dtype: Dtype,
                   out_dtype: Dtype) -> dict[str, float]:
-    """FLOP one output tile executes; the bytes one column block streams (its B columns, A rows, C tile)."""
+    """FLOP one output tile executes; what one column block streams: its B columns and its C tile.
+
+    A is shared by every column block through L2, so it counts in the whole-GPU bytes only.
+    """
     return {
         "flop_per_workgroup": 2 * executed_rows * cols * k,
         "memory_workgroups": column_blocks,
-        "bytes_per_workgroup": (dtype.storage_bytes(rows * k) + dtype.storage_bytes(k * cols)
-                                + out_dtype.storage_bytes(rows * cols)),
+        "bytes_per_workgroup": dtype.storage_bytes(k * cols) + out_dtype.storage_bytes(rows * cols),
     }
 
 

@@ -1,0 +1,96 @@
+"""The CLI contract: --json prints one object; user errors are one line on stderr and exit status 2."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from simulator.cli import main
+
+
+def run_json(capsys, *argv: str) -> dict:
+    assert main([*argv, "--json"]) == 0
+    out = capsys.readouterr().out
+    return json.loads(out)
+
+
+def test_occupancy_reports_the_issue_cases(capsys):
+    result = run_json(capsys, "occupancy", "--hw", "mi355x", "--lds-bytes", "81408")
+    assert (result["workgroups_per_cu"], result["limiter"]) == (2, "lds")
+    result = run_json(capsys, "occupancy", "--hw", "mi355x", "--lds-bytes", str(81408 + 4096))
+    assert (result["workgroups_per_cu"], result["limiter"]) == (1, "lds")
+
+
+def test_kda_verify_narrow_tiles_give_384_workgroups_and_less_time(capsys):
+    base = ["kernel", "--hw", "mi355x", "kda-verify", "--param", "heads=12", "--param", "head_dim=128",
+            "--param", "seqs=1", "--param", "positions=4"]
+    wide = run_json(capsys, *base, "--param", "tile_cols=32")
+    narrow = run_json(capsys, *base, "--param", "tile_cols=4")
+    assert (wide["workgroups"], narrow["workgroups"]) == (48, 384)
+    assert narrow["time_s"] < wide["time_s"]
+    assert wide["time_s"] >= wide["floor_s"] > 0
+
+
+def test_gemm_json_has_the_contract_keys(capsys):
+    result = run_json(capsys, "kernel", "--hw", "h200", "gemm", "--param", "m=8192", "--param", "n=8192",
+                      "--param", "k=8192", "--param", "dtype=bf16")
+    assert {"time_s", "flop", "bytes", "workgroups", "waves", "bound"} <= set(result)
+    assert result["flop"] == 2 * 8192**3
+    assert result["bound"] == "compute"
+    assert result["time_s"] >= result["floor_s"]
+
+
+def test_hw_list_and_show(capsys):
+    listing = run_json(capsys, "hw", "list")
+    assert {g["name"] for g in listing["gpus"]} == {"mi355x", "mi300x", "b300", "b200", "h200", "h100"}
+    shown = run_json(capsys, "hw", "show", "mi355x")
+    assert shown["compute_units"] == 256 and "1,280" in shown["sources"]["lds_granularity_bytes"]
+    assert run_json(capsys, "hw", "show", "h200-2")["links_per_gpu"] == 18
+
+
+def test_table_output_is_readable(capsys):
+    assert main(["kernel", "--hw", "h200", "copy", "--param", "size_bytes=1GiB"]) == 0
+    out = capsys.readouterr().out
+    assert "µs" in out and "memory" in out
+    assert run_json(capsys, "kernel", "--hw", "h200", "copy", "--param", "size_bytes=1GiB")["bytes"] == 2 * 2**30
+    assert main(["kernel", "--hw", "h200", "copy", "--param", "size_bytes=1.5B"]) == 2
+    assert "not a whole" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["occupancy", "--hw", "a100", "--lds-bytes", "0"], "unknown GPU (valid: b200, b300, h100, h200, mi300x, mi355x)"),
+    (["kernel", "--hw", "h200", "gemmm"], "unknown kernel kind 'gemmm' (valid: "),
+    (["kernel", "--hw", "h200", "gemm", "--param", "m=1"], "missing parameter(s) n, k"),
+    (["kernel", "--hw", "h200", "gemm", "--param", "m=1", "--param", "n=2", "--param", "k=3", "--param", "x=1"],
+     "unknown parameter 'x' (valid: m, n, k, dtype"),
+    (["kernel", "--hw", "h200", "gemm", "--param", "m=-1", "--param", "n=2", "--param", "k=3"],
+     "m must be positive, got -1"),
+    (["kernel", "--hw", "h200", "gemm", "--param", "m=1", "--param", "n=2", "--param", "k=3",
+      "--param", "dtype=fp5"], "dtype='fp5' is not one of fp32, tf32, bf16"),
+    (["kernel", "--hw", "h200", "gemm", "--param", "m=1", "--param", "n=2", "--param", "k=3",
+      "--param", "dtype=mxfp4"], "h200 has no mxfp4 math units"),
+    (["kernel", "--hw", "h200", "gemm", "--param", "m"], "expected KEY=VALUE"),
+    (["occupancy", "--hw", "mi355x", "--lds-bytes", "999999"], "lds_bytes must be in 0..163840 on mi355x"),
+])
+def test_user_errors_are_one_line_and_exit_2(capsys, argv, message):
+    assert main(argv) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert captured.err.startswith("infersim: error: ")
+    assert message in captured.err
+    assert captured.err.count("\n") == 1 and "Traceback" not in captured.err
+
+
+def test_a_bad_calibration_file_is_named(capsys, write_yaml):
+    bad = write_yaml({"memory_efficiency": {"default": {"value": 2.0, "source": "x"}}}, name="calib.yaml")
+    argv = ["kernel", "--hw", "h200", "copy", "--param", "size_bytes=4096", "--calibration", str(bad)]
+    assert main(argv) == 2
+    assert "calib.yaml: memory_efficiency.default: must be in (0, 1]" in capsys.readouterr().err
+
+
+def test_negative_lds_is_refused_by_the_parser(capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        main(["occupancy", "--hw", "mi355x", "--lds-bytes", "-5"])
+    assert exit_info.value.code == 2
+    assert "must not be negative" in capsys.readouterr().err
