@@ -107,14 +107,17 @@ def build_kernel(kind: str, params: Mapping[str, str]) -> Any:
 
 
 def _parse_value(kind: str, key: str, hint: Any, text: str) -> Any:
+    if hint is int and key.endswith("bytes"):
+        try:
+            return parse_size_bytes(text)
+        except ValueError as err:
+            raise ValueError(f"{kind}: {key}: {err}") from None
     try:
         if hint is bool:
             lowered = text.lower()
             if lowered not in ("true", "false", "1", "0", "yes", "no"):
                 raise ValueError
             return lowered in ("true", "1", "yes")
-        if hint is int and key.endswith("bytes"):
-            return parse_size_bytes(text)
         if hint is int:
             number = float(text)
             if number != int(number):
