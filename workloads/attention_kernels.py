@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from hwmodels.dtypes import Dtype
 from hwmodels.work import Family, Work
-from workloads.kernel_fields import cdiv, check_ints, coerce
+from workloads.kernel_base import KernelKind, cdiv, check_ints, coerce
 
 # Softmax FP32 FLOP per query-key pair: running max, subtract, exp, sum, and the final 1/sum scale.
 _SOFTMAX_FLOP_PER_PAIR = 5
@@ -21,7 +21,7 @@ _SOFTMAX_FLOP_PER_PAIR = 5
 
 
 @dataclass(frozen=True)
-class AttentionPrefill:
+class AttentionPrefill(KernelKind):
     """Flash-attention prefill with GQA over a cached prefix: one workgroup per block of queries."""
 
     kind: ClassVar[str] = "attention-prefill"
@@ -79,13 +79,9 @@ class AttentionPrefill:
             ),
         )
 
-    def work(self) -> Work:
-        """All launches summed, for counting."""
-        return sum(self.launches(), Work.nothing())
-
 
 @dataclass(frozen=True)
-class MlaDecode:
+class MlaDecode(KernelKind):
     """Absorbed-MLA decode over the compressed latent, with head padding and KV splits (BRIEF mech. 5)."""
 
     kind: ClassVar[str] = "mla-decode"
@@ -161,7 +157,3 @@ class MlaDecode:
                 family=Family.MLA_DECODE,
             ))
         return tuple(launches)
-
-    def work(self) -> Work:
-        """All launches summed, for counting."""
-        return sum(self.launches(), Work.nothing())

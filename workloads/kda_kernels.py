@@ -13,7 +13,7 @@ from typing import ClassVar
 
 from hwmodels.dtypes import Dtype
 from hwmodels.work import Family, Work
-from workloads.kernel_fields import cdiv, check_bool, check_ints
+from workloads.kernel_base import KernelKind, cdiv, check_bool, check_ints
 
 _BF16_BYTES = 2  # activations q, k, v, w, u, kg, o
 _FP32_BYTES = 4  # state, gates, beta, A_qk, chunk summaries
@@ -27,7 +27,7 @@ _CHUNK_SIZES = (32, 64)  # FLA chunk_kda_fwd allows BT in {32, 64} (reference C.
 
 
 @dataclass(frozen=True)
-class KdaPrefill:
+class KdaPrefill(KernelKind):
     """KDA chunked prefill per reference C.3; grouped_scan is BRIEF mechanism 6 (2 launches to 4)."""
 
     kind: ClassVar[str] = "kda-prefill"
@@ -146,10 +146,6 @@ class KdaPrefill:
         )
         return (intra, summaries, ordered, replay)
 
-    def work(self) -> Work:
-        """All launches summed, for counting."""
-        return sum(self.launches(), Work.nothing())
-
 
 # Decode and verify keep each workgroup's K x tile fp32 state slice in registers (reference C.3:
 # "loaded once and kept in registers"), so they ask for no LDS.
@@ -158,7 +154,7 @@ _NORM_FLOP_PER_VALUE = 4  # gated RMSNorm of the output: square, sum, scale, gat
 
 
 @dataclass(frozen=True)
-class KdaDecode:
+class KdaDecode(KernelKind):
     """One KDA token per sequence: state-bandwidth bound; unfused is BRIEF mechanism 4's 5 launches."""
 
     kind: ClassVar[str] = "kda-decode"
@@ -199,13 +195,9 @@ class KdaDecode:
         copy = launch(0, sh * o, sh * o, sh, Family.COPY)
         return (gate_prep, recurrence, norm, copy, copy)
 
-    def work(self) -> Work:
-        """All launches summed, for counting."""
-        return sum(self.launches(), Work.nothing())
-
 
 @dataclass(frozen=True)
-class KdaVerify:
+class KdaVerify(KernelKind):
     """KDA over speculative positions, tiled over value columns: BRIEF mechanism 7 (48 vs 384 grids)."""
 
     kind: ClassVar[str] = "kda-verify"
@@ -242,7 +234,3 @@ class KdaVerify:
                 family=Family.KDA_VERIFY,
             ),
         )
-
-    def work(self) -> Work:
-        """All launches summed, for counting."""
-        return sum(self.launches(), Work.nothing())

@@ -17,7 +17,7 @@ from hwmodels.work import Family, Work
 from workloads.attention_kernels import AttentionPrefill, MlaDecode
 from workloads.codecs import Codec
 from workloads.kda_kernels import KdaDecode, KdaPrefill, KdaVerify
-from workloads.kernel_fields import cdiv, check_bool, check_ints, coerce, full_block_figures
+from workloads.kernel_base import KernelKind, cdiv, check_bool, check_ints, coerce, full_block_figures
 
 __all__ = [
     "KERNEL_KINDS", "AddRmsNorm", "AttentionPrefill", "AttnResMix", "Copy", "Dequantize", "Elementwise",
@@ -57,7 +57,7 @@ def _tile_figures(rows: int, cols: int, k: int, executed_rows: int, column_block
 
 
 @dataclass(frozen=True)
-class Gemm:
+class Gemm(KernelKind):
     """C = A·B, the dense projections; the tiles set the grid and the LDS that limits occupancy."""
 
     kind: ClassVar[str] = "gemm"
@@ -98,13 +98,9 @@ class Gemm:
             ),
         )
 
-    def work(self) -> Work:
-        """All launches summed, for counting."""
-        return sum(self.launches(), Work.nothing())
-
 
 @dataclass(frozen=True)
-class MoeGemm:
+class MoeGemm(KernelKind):
     """Grouped expert GEMM with rows padded to tile_m: padding costs FLOP, idle experts cost nothing."""
 
     kind: ClassVar[str] = "moe-gemm"
@@ -148,17 +144,13 @@ class MoeGemm:
             ),
         )
 
-    def work(self) -> Work:
-        """All launches summed, for counting."""
-        return sum(self.launches(), Work.nothing())
-
 
 # Row kernels (norms, AttnRes mixing) reduce a row with wave shuffles and a few words of scratch, so
 # their LDS (threads/64 * 4 B at most) never limits occupancy: assumption, counted as 0.
 
 
 @dataclass(frozen=True)
-class RmsNorm:
+class RmsNorm(KernelKind):
     """RMSNorm over each token's hidden vector: one workgroup per token row, memory-bound."""
 
     kind: ClassVar[str] = "rmsnorm"
@@ -186,13 +178,9 @@ class RmsNorm:
             ),
         )
 
-    def work(self) -> Work:
-        """All launches summed, for counting."""
-        return sum(self.launches(), Work.nothing())
-
 
 @dataclass(frozen=True)
-class AddRmsNorm:
+class AddRmsNorm(KernelKind):
     """Residual add then RMSNorm; fusing keeps the sum in registers and saves a launch and a re-read."""
 
     kind: ClassVar[str] = "add-rmsnorm"
@@ -227,13 +215,9 @@ class AddRmsNorm:
             ),
         )
 
-    def work(self) -> Work:
-        """All launches summed, for counting."""
-        return sum(self.launches(), Work.nothing())
-
 
 @dataclass(frozen=True)
-class AttnResMix:
+class AttnResMix(KernelKind):
     """AttnRes: each token attends over earlier block outputs (depth), optionally fused with RMSNorm."""
 
     kind: ClassVar[str] = "attnres-mix"
@@ -276,13 +260,9 @@ class AttnResMix:
         )
         return (mix, *RmsNorm(tokens=t, hidden=h, dtype=self.dtype, threads=self.threads).launches())
 
-    def work(self) -> Work:
-        """All launches summed, for counting."""
-        return sum(self.launches(), Work.nothing())
-
 
 @dataclass(frozen=True)
-class Elementwise:
+class Elementwise(KernelKind):
     """A pointwise kernel over `elements` values: pure bandwidth and launch cost."""
 
     kind: ClassVar[str] = "elementwise"
@@ -315,13 +295,9 @@ class Elementwise:
             ),
         )
 
-    def work(self) -> Work:
-        """All launches summed, for counting."""
-        return sum(self.launches(), Work.nothing())
-
 
 @dataclass(frozen=True)
-class Copy:
+class Copy(KernelKind):
     """A device copy: the useless packing copies the BRIEF finds are launch overhead and bandwidth."""
 
     kind: ClassVar[str] = "copy"
@@ -347,10 +323,6 @@ class Copy:
             ),
         )
 
-    def work(self) -> Work:
-        """All launches summed, for counting."""
-        return sum(self.launches(), Work.nothing())
-
 
 def _codec_launch(values: int, codec: Codec, threads: int, flop_per_value: int, encode: bool) -> Work:
     """One workgroup per 2048-value tile; fp16 on one side, the codec's wire format on the other."""
@@ -368,7 +340,7 @@ def _codec_launch(values: int, codec: Codec, threads: int, flop_per_value: int, 
 
 
 @dataclass(frozen=True)
-class Quantize:
+class Quantize(KernelKind):
     """fp16 to a QuickReduce codec, one 2048-value tile per workgroup (BRIEF study A)."""
 
     kind: ClassVar[str] = "quantize"
@@ -384,10 +356,6 @@ class Quantize:
     def launches(self) -> tuple[Work, ...]:
         """5 FLOP per value: absmax, scale, round, clip twice; the FP codec is a plain copy."""
         return (_codec_launch(self.values, self.codec, self.threads, 5, encode=True),)
-
-    def work(self) -> Work:
-        """All launches summed, for counting."""
-        return sum(self.launches(), Work.nothing())
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,11 @@
-"""Checks and conversions shared by the kernel dataclasses' fields (sizes, flags, dtype and codec names)."""
+"""The base of every kernel kind, and the checks and conversions of their fields."""
 
 from __future__ import annotations
 
 import numbers
 from enum import Enum
+
+from hwmodels.work import Work
 
 
 def cdiv(a: int, b: int) -> int:
@@ -45,3 +47,16 @@ def full_block_figures(flop: float, size_bytes: float, items: int, items_per_blo
     """Work of one full block of a grid over `items` cut into blocks; the last block may be short."""
     share = min(items, items_per_block) / items if items else 0.0
     return {"flop_per_workgroup": flop * share, "bytes_per_workgroup": size_bytes * share}
+
+
+class KernelKind:
+    """A kernel kind: a frozen dataclass of shapes whose `launches()` are counted one Work per launch."""
+
+    kind: str  # the CLI name, set by each subclass as a ClassVar
+
+    def launches(self) -> tuple[Work, ...]:
+        raise NotImplementedError
+
+    def work(self) -> Work:
+        """All launches summed, for counting (time each launch on its own grid)."""
+        return sum(self.launches(), Work.nothing())
