@@ -55,7 +55,10 @@ def read_sourced(path: Path, key: str, raw: Any, *, nullable: bool = False) -> t
             raise SpecError(path, key, "value is null but this quantity is required")
         return None, source
     if not _is_number(value):
-        raise SpecError(path, key, f"value must be a number, got {value!r}")
+        hint = ""
+        if isinstance(value, str) and "e" in value.lower():
+            hint = " (YAML 1.1 reads 2.8e12 as text: write 2.8e+12)"
+        raise SpecError(path, key, f"value must be a number, got {value!r}{hint}")
     if value < 0:
         raise SpecError(path, key, f"value must not be negative, got {value}")
     return float(value), source
@@ -72,6 +75,24 @@ def _unwrap_optional(hint: Any) -> tuple[Any, bool]:
 def _convert(path: Path, key: str, hint: Any, raw: Any, factor: float, sources: dict[str, str]) -> Any:
     """One YAML value -> the field's type, in SI."""
     inner, nullable = _unwrap_optional(hint)
+    if nullable and raw is None:
+        return None
+    if dataclasses.is_dataclass(inner):
+        return _load_fields(inner, raw, path, f"{key}.", sources)
+    if inner is bool:
+        if not isinstance(raw, bool):
+            raise SpecError(path, key, f"must be true or false, got {raw!r}")
+        return raw
+    if typing.get_origin(inner) is tuple:
+        value = raw.get("value") if isinstance(raw, Mapping) else None
+        if not isinstance(value, list) or not all(_is_number(v) and v >= 0 for v in value):
+            raise SpecError(path, key, "must be {value: [non-negative numbers], source: \"...\"}")
+        read_sourced(path, key, {**raw, "value": 0})
+        sources[key] = raw["source"]
+        element = typing.get_args(inner)[0]
+        if element is int and any(v != int(v) for v in value):
+            raise SpecError(path, key, "must hold whole numbers")
+        return tuple(element(v) for v in value)
     if inner is str:
         if not isinstance(raw, str):
             raise SpecError(path, key, f"must be a string, got {raw!r}")
@@ -107,9 +128,13 @@ def _convert(path: Path, key: str, hint: Any, raw: Any, factor: float, sources: 
 
 def load_record(cls: type[T], raw: Any, path: str | Path) -> T:
     """Build the frozen dataclass `cls` from a parsed YAML mapping; unknown, missing and bad keys raise."""
-    path = Path(path)
+    return _load_fields(cls, raw, Path(path), "", {})
+
+
+def _load_fields(cls: type[T], raw: Any, path: Path, prefix: str, sources: dict[str, str]) -> T:
+    """Load one record (a nested one under `prefix`), gathering every number's source into `sources`."""
     if not isinstance(raw, Mapping):
-        raise SpecError(path, "<top>", "must be a YAML mapping of keys to values")
+        raise SpecError(path, prefix.rstrip(".") or "<top>", "must be a YAML mapping of keys to values")
     hints = typing.get_type_hints(cls)
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init and f.name != "sources"}
     by_spelling: dict[str, tuple[str, float]] = {}
@@ -117,26 +142,25 @@ def load_record(cls: type[T], raw: Any, path: str | Path) -> T:
         for spelled, factor in spellings(name).items():
             by_spelling[spelled] = (name, factor)
     values: dict[str, Any] = {}
-    sources: dict[str, str] = {}
     for key, item in raw.items():
         if key not in by_spelling:
-            raise SpecError(path, str(key), _unknown_key_message(str(key), fields))
+            raise SpecError(path, f"{prefix}{key}", _unknown_key_message(str(key), fields))
         name, factor = by_spelling[key]
         if name in values:
-            raise SpecError(path, str(key), f"sets {name!r} a second time under another unit")
-        values[name] = _convert(path, str(key), hints[name], item, factor, sources)
+            raise SpecError(path, f"{prefix}{key}", f"sets {name!r} a second time under another unit")
+        values[name] = _convert(path, f"{prefix}{key}", hints[name], item, factor, sources)
     missing = [
         _primary_spelling(n) for n, f in fields.items()
         if n not in values and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     ]
     if missing:
-        raise SpecError(path, missing[0], "missing (required keys not set: " + ", ".join(missing) + ")")
+        raise SpecError(path, prefix + missing[0], "missing (required keys not set: " + ", ".join(missing) + ")")
     if "sources" in {f.name for f in dataclasses.fields(cls)}:
         values["sources"] = types.MappingProxyType(sources)
     try:
         return cls(**values)
     except ValueError as err:
-        raise SpecError(path, getattr(err, "key", "<record>"), str(err)) from None
+        raise SpecError(path, prefix + getattr(err, "key", "<record>"), str(err)) from None
 
 
 def _primary_spelling(name: str) -> str:

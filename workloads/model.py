@@ -1,0 +1,181 @@
+"""Model architectures: layer types, per-part precision, and parameter counts, loaded from `models/*.yaml`."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from functools import cache
+from pathlib import Path
+
+from hwmodels.dtypes import Dtype
+from hwmodels.specfile import FieldError, SpecError, load_record, read_yaml
+
+MODEL_DIR = Path(__file__).parent / "models"
+
+
+class Mixer(Enum):
+    """What mixes tokens in one layer."""
+
+    GQA = "gqa"
+    MLA = "mla"
+    KDA = "kda"
+
+
+class Part(Enum):
+    """Groups of weights that a checkpoint may store at different precisions."""
+
+    EMBEDDING = "embedding"
+    ATTENTION = "attention"
+    DENSE_MLP = "dense_mlp"
+    SHARED_EXPERTS = "shared_experts"
+    ROUTED_EXPERTS = "routed_experts"
+
+
+@dataclass(frozen=True)
+class Gqa:
+    """Grouped-query attention; q_lora_rank > 0 factors the query projection (0: full rank)."""
+
+    heads: int
+    kv_heads: int
+    head_dim: int
+    qkv_bias: bool = False
+    q_lora_rank: int = 0
+    o_lora_rank: int = 0  # 0: full-rank output projection; else grouped low rank (DeepSeek-V4)
+    o_groups: int = 1
+    indexer_heads: int = 0  # DeepSeek sparse-attention indexer: query heads of width indexer_head_dim
+    indexer_head_dim: int = 0
+
+    def __post_init__(self) -> None:
+        if self.kv_heads <= 0 or self.heads % self.kv_heads:
+            raise FieldError("kv_heads", f"must divide heads ({self.heads}), got {self.kv_heads}")
+
+
+@dataclass(frozen=True)
+class Mla:
+    """Multi-head latent attention: a compressed KV latent of kv_lora_rank plus a shared RoPE key."""
+
+    heads: int
+    q_lora_rank: int  # 0: full-rank query projection
+    kv_lora_rank: int
+    qk_nope_head_dim: int
+    qk_rope_head_dim: int
+    v_head_dim: int
+    output_gate: bool = False
+
+    @property
+    def latent_width(self) -> int:
+        """Values cached per token per layer (576 for DeepSeek-style MLA)."""
+        return self.kv_lora_rank + self.qk_rope_head_dim
+
+
+@dataclass(frozen=True)
+class Kda:
+    """Kimi Delta Attention: a fixed-size K x V fp32 state per head, short convolutions on q, k, v."""
+
+    heads: int
+    head_dim: int
+    conv_kernel: int
+    full_rank_gate: bool = False  # True: the decay gate projects hidden -> heads*K directly
+
+    @property
+    def state_bytes_per_head(self) -> int:
+        """fp32 recurrent state (reference C.3)."""
+        return self.head_dim * self.head_dim * 4
+
+
+@dataclass(frozen=True)
+class Moe:
+    """Routed experts (optionally in a latent width), shared experts, and leading dense layers."""
+
+    experts: int
+    top_k: int
+    shared_experts: int
+    expert_intermediate_size: int
+    dense_layers: int  # the first layers use a dense MLP instead (first_k_dense_replace)
+    latent_size: int = 0  # 0: experts work in the hidden width; else a latent (Kimi K3 "latent MoE")
+
+    def __post_init__(self) -> None:
+        if not 0 < self.top_k <= self.experts:
+            raise FieldError("top_k", f"must be in 1..experts ({self.experts}), got {self.top_k}")
+
+
+@dataclass(frozen=True)
+class ModelSpec:
+    """One model's architecture, its checkpoint precision per part, and its published size."""
+
+    name: str
+    description: str
+    provisional: bool  # True: found only in third-party copies, not verified against the vendor
+    hidden_size: int
+    layers: int
+    vocab_size: int
+    tie_word_embeddings: bool
+    published_params: float
+    weights: Mapping[Part, Dtype]
+    kv_cache: Dtype
+    intermediate_size: int = 0  # dense MLP width (all layers of a dense model; MoE models' dense_layers)
+    gqa: Gqa | None = None
+    mla: Mla | None = None
+    kda: Kda | None = None
+    moe: Moe | None = None
+    mla_layers: tuple[int, ...] = ()  # 1-based layers that use MLA when the model mixes MLA and KDA
+    attnres_block_size: int = 0  # 0: plain residual; else AttnRes blocks of this many layers
+    mtp_layers: int = 0  # next-token-prediction layers beside the main stack (speculative drafts)
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        if sum(x is not None for x in (self.gqa, self.mla)) != 1 and self.kda is None:
+            raise FieldError("gqa", "a model needs exactly one of gqa or mla (plus kda for a hybrid)")
+        if self.kda is not None and self.mla is None:
+            raise FieldError("kda", "a KDA hybrid needs its mla section for the full-attention layers")
+        if self.kda is not None and not self.mla_layers:
+            raise FieldError("mla_layers", "a KDA hybrid must list its MLA layers")
+        bad = [i for i in self.mla_layers if not 1 <= i <= self.layers]
+        if bad:
+            raise FieldError("mla_layers", f"layers must be in 1..{self.layers}, got {bad}")
+        if self.moe is None and self.intermediate_size <= 0:
+            raise FieldError("intermediate_size", "a dense model needs a positive intermediate_size")
+        if self.moe is not None and self.moe.dense_layers and self.intermediate_size <= 0:
+            raise FieldError("intermediate_size", "dense_layers need a positive intermediate_size")
+        missing = [p.value for p in Part if p not in self.weights]
+        if missing:
+            raise FieldError("weights", "missing parts (use the dtype of a part the model lacks): "
+                             + ", ".join(missing))
+
+    def mixer(self, layer: int) -> Mixer:
+        """The token mixer of 1-based `layer`."""
+        if self.kda is not None:
+            return Mixer.MLA if layer in self.mla_layers else Mixer.KDA
+        return Mixer.MLA if self.mla is not None else Mixer.GQA
+
+    def is_moe_layer(self, layer: int) -> bool:
+        return self.moe is not None and layer > self.moe.dense_layers
+
+    def layer_counts(self) -> dict[str, int]:
+        """How many layers of each mixer, and how many MoE and dense-MLP layers."""
+        counts = {m.value: 0 for m in Mixer}
+        for layer in range(1, self.layers + 1):
+            counts[self.mixer(layer).value] += 1
+        moe_layers = sum(self.is_moe_layer(i) for i in range(1, self.layers + 1))
+        counts["moe"] = moe_layers
+        counts["dense_mlp"] = self.layers - moe_layers
+        return counts
+
+
+def model_names() -> list[str]:
+    """The catalog: every YAML file under `models/`."""
+    return sorted(p.stem for p in MODEL_DIR.glob("*.yaml"))
+
+
+@cache
+def load_model(name_or_path: str | Path) -> ModelSpec:
+    """A model by catalog name (`kimi-k3`) or from a YAML path."""
+    candidate = Path(name_or_path)
+    if candidate.suffix in (".yaml", ".yml"):
+        path = candidate
+    else:
+        path = MODEL_DIR / f"{str(name_or_path).lower()}.yaml"
+        if not path.exists():
+            raise SpecError(name_or_path, "<name>", f"unknown model (valid: {', '.join(model_names())})")
+    return load_record(ModelSpec, read_yaml(path), path)
