@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from simulator import queries
+from simulator import queries, workload_queries
 
 EXIT_USER_ERROR = 2
 
@@ -39,6 +39,28 @@ def _parser() -> argparse.ArgumentParser:
     occ.add_argument("--threads", type=_non_negative_int, default=256, help="threads per workgroup")
     occ.add_argument("--json", action="store_true", help="print one JSON object")
 
+    model = sub.add_parser("model", help="model architectures: layer types, parameters")
+    model_sub = model.add_subparsers(dest="model_command", required=True, metavar="ACTION")
+    model_list = model_sub.add_parser("list", help="list catalog models")
+    model_list.add_argument("--json", action="store_true", help="print one JSON object")
+    model_show = model_sub.add_parser("show", help="show one model: layers, experts, parameter counts")
+    model_show.add_argument("name", help="a catalog model (kimi-k3) or a YAML path")
+    model_show.add_argument("--json", action="store_true", help="print one JSON object")
+
+    mem = sub.add_parser("memory", help="HBM per GPU: weights, KV and KDA state, capacity in tokens")
+    mem.add_argument("--model", required=True, help="catalog model, e.g. kimi-k3")
+    mem.add_argument("--hw", required=True, help="GPU name, e.g. mi355x")
+    mem.add_argument("--tp", type=_positive_int, default=1, help="tensor-parallel size")
+    mem.add_argument("--dcp", type=_positive_int, default=1, help="decode-context-parallel size (divides tp)")
+    mem.add_argument("--ep", type=_positive_int, default=1, help="expert-parallel size")
+    mem.add_argument("--context", type=_non_negative_int, default=0, help="tokens of one request's history")
+    mem.add_argument("--mem-fraction", type=float, default=0.9, help="share of HBM the engine may use")
+    mem.add_argument("--max-num-seqs", type=_positive_int, default=64, help="sequences whose state is held")
+    mem.add_argument("--max-num-batched-tokens", type=_positive_int, default=8192, help="tokens per step")
+    mem.add_argument("--row-only-weights", action="store_true",
+                     help="load only the routed-output rows each rank uses (BRIEF mechanism 3)")
+    mem.add_argument("--json", action="store_true", help="print one JSON object")
+
     kern = sub.add_parser("kernel", help="predict one kernel's time on one GPU")
     kern.add_argument("--hw", required=True, help="GPU name, e.g. mi355x, h200")
     kern.add_argument("kind", help="kernel kind: " + ", ".join(queries.kernel_kinds()))
@@ -62,12 +84,29 @@ def _non_negative_int(text: str) -> int:
     return value
 
 
+def _positive_int(text: str) -> int:
+    value = _non_negative_int(text)
+    if value == 0:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     """(JSON result, table title) of the command."""
     if args.command == "hw" and args.hw_command == "list":
         return queries.hw_list(), "Hardware specs"
     if args.command == "hw":
         return queries.hw_show(args.name), f"Spec {args.name}"
+    if args.command == "model" and args.model_command == "list":
+        return workload_queries.model_list(), "Model catalog"
+    if args.command == "model":
+        return workload_queries.model_show(args.name), f"Model {args.name}"
+    if args.command == "memory":
+        result = workload_queries.memory_query(
+            args.model, args.hw, tp=args.tp, dcp=args.dcp, ep=args.ep, context=args.context,
+            mem_fraction=args.mem_fraction, max_num_seqs=args.max_num_seqs,
+            max_batched_tokens=args.max_num_batched_tokens, row_only_weights=args.row_only_weights)
+        return result, f"Memory per GPU: {args.model} on {args.hw}, TP{args.tp} DCP{args.dcp}"
     if args.command == "occupancy":
         result = queries.occupancy_query(args.hw, lds_bytes=args.lds_bytes, threads=args.threads,
                                          vgprs=args.vgprs)

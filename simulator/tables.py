@@ -22,6 +22,8 @@ def human(key: str, value: Any) -> str:
         if value < 2**20:
             return f"{value:,.0f} B"
         return f"{value / 2**20:,.2f} MiB" if value < 1e9 else f"{value / 1e9:,.1f} GB"
+    if key == "params" or key.endswith("_params"):
+        return f"{value / 1e12:,.3f} T" if value >= 1e12 else f"{value / 1e9:,.2f} B"
     if key == "flop" or key.endswith("_flop"):
         return f"{value / 1e9:,.3f} GFLOP"
     if isinstance(value, float):
@@ -63,7 +65,7 @@ def _records_table(title: str, rows: Sequence[Mapping[str, Any]]) -> Any:
     from rich.table import Table
 
     table = Table(title=title)
-    columns = list(rows[0])
+    columns = [c for c in rows[0] if c != "description"]  # long prose; `show` prints it
     for column in columns:
         table.add_column(column, justify="right")
     for row in rows:

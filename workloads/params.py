@@ -7,7 +7,7 @@ the total, as the vendors' published totals leave them out (DeepSeek-V3: 671B ma
 
 from __future__ import annotations
 
-from workloads.model import Gqa, Kda, Mla, Mixer, ModelSpec, Moe, Part
+from workloads.model import Gqa, Kda, Mixer, Mla, ModelSpec, Moe, Part
 
 
 def gqa_params(hidden: int, a: Gqa) -> int:
@@ -110,3 +110,30 @@ def active_matmul_params(model: ModelSpec) -> int:
         else:
             active += 3 * h * model.intermediate_size
     return active
+
+
+def replicated_params(model: ModelSpec, *, row_only_latent: bool = False) -> dict[Part, int]:
+    """Parameters every tensor-parallel rank holds whole, as vLLM loads them.
+
+    Norm weights; MLA's q_a and kv_a down-projections (ReplicatedLinear); KDA's low-rank gate
+    down-projections; the MoE router; and the routed output projection of a latent MoE, which every
+    rank holds whole until it loads only the rows it uses (BRIEF mechanism 3).
+    """
+    h = model.hidden_size
+    parts = {p: 0 for p in Part}
+    moe = model.moe
+    for layer in range(1, model.layers + 1):
+        parts[Part.ATTENTION] += 2 * h
+        mixer = model.mixer(layer)
+        if mixer is Mixer.MLA and model.mla is not None:
+            parts[Part.ATTENTION] += h * model.mla.q_lora_rank + model.mla.q_lora_rank
+            parts[Part.ATTENTION] += h * model.mla.latent_width + model.mla.kv_lora_rank
+        if mixer is Mixer.KDA and model.kda is not None:
+            low_rank_gates = 1 if model.kda.full_rank_gate else 2
+            parts[Part.ATTENTION] += low_rank_gates * h * model.kda.head_dim
+        if moe is not None and model.is_moe_layer(layer):
+            parts[Part.SHARED_EXPERTS] += h * moe.experts + moe.experts
+            if moe.latent_size and not row_only_latent:
+                parts[Part.SHARED_EXPERTS] += h * moe.latent_size
+    parts[Part.ATTENTION] += h
+    return parts

@@ -1,0 +1,93 @@
+"""The CLI's model and memory queries as pure functions returning JSON-ready dicts."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from hwmodels.spec import load_gpu
+from workloads.deployment import Deployment, KernelOptions
+from workloads.memory import plan_memory
+from workloads.model import load_model, model_names
+from workloads.params import active_matmul_params, count_params
+
+
+def model_list() -> dict[str, Any]:
+    """Every catalog model with its size."""
+    rows = []
+    for name in model_names():
+        model = load_model(name)
+        rows.append({
+            "name": model.name,
+            "description": model.description,
+            "params": sum(count_params(model).values()),
+            "active_params": active_matmul_params(model),
+            "provisional": model.provisional,
+        })
+    return {"models": rows}
+
+
+def model_show(name: str) -> dict[str, Any]:
+    """One model: layer counts, experts, parameter counts against the published total, checkpoint bytes."""
+    model = load_model(name)
+    by_part = count_params(model)
+    total = sum(by_part.values())
+    counts = model.layer_counts()
+    return {
+        "name": model.name,
+        "description": model.description,
+        "provisional": model.provisional,
+        "layers": model.layers,
+        "mla_layers": counts["mla"],
+        "kda_layers": counts["kda"],
+        "gqa_layers": counts["gqa"],
+        "moe_layers": counts["moe"],
+        "dense_mlp_layers": counts["dense_mlp"],
+        "experts": model.moe.experts if model.moe else 0,
+        "top_k": model.moe.top_k if model.moe else 0,
+        "shared_experts": model.moe.shared_experts if model.moe else 0,
+        "hidden_size": model.hidden_size,
+        "params": total,
+        "params_by_part": {p.value: n for p, n in by_part.items()},
+        "active_params": active_matmul_params(model),
+        "published_params": model.published_params,
+        "params_error_vs_published": total / model.published_params - 1,
+        "checkpoint_bytes": sum(model.weights[p].storage_bytes(n) for p, n in by_part.items()),
+        "weights_dtype": {p.value: d.value for p, d in model.weights.items()},
+        "kv_cache_dtype": model.kv_cache.value,
+        "sources": dict(model.sources),
+    }
+
+
+def memory_query(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, context: int = 0,
+                 mem_fraction: float = 0.9, max_num_seqs: int = 64, max_batched_tokens: int = 8192,
+                 row_only_weights: bool = False) -> dict[str, Any]:
+    """Memory per GPU of a model on a GPU under a parallel plan, with the KV of one `context`-token request."""
+    if context < 0:
+        raise ValueError(f"context must not be negative, got {context}")
+    deployment = Deployment(load_model(model), load_gpu(hw), tp=tp, dcp=dcp, ep=ep,
+                            options=KernelOptions(moe_row_only_weights=row_only_weights))
+    plan = plan_memory(deployment, mem_fraction=mem_fraction, max_num_seqs=max_num_seqs,
+                       max_batched_tokens=max_batched_tokens)
+    return {
+        "model": deployment.model.name,
+        "hw": deployment.gpu.name,
+        "tp": tp,
+        "dcp": dcp,
+        "ep": ep,
+        "context": context,
+        "weights_bytes_per_gpu": plan.weights_bytes_per_gpu,
+        "weights_by_part_bytes_per_gpu": plan.weights_by_part_bytes_per_gpu,
+        "mla_kv_bytes_per_gpu": plan.mla_kv_bytes_per_token * context,
+        "gqa_kv_bytes_per_gpu": plan.gqa_kv_bytes_per_token * context,
+        "kv_bytes_per_token_per_gpu": plan.kv_bytes_per_token,
+        "kda_state_bytes_per_seq": plan.kda_state_bytes_per_seq,
+        "kda_conv_bytes_per_seq": plan.kda_conv_bytes_per_seq,
+        "kda_checkpoint_bytes": plan.kda_checkpoint_bytes,
+        "workspace_bytes": plan.workspace_bytes,
+        "reserve_bytes": plan.reserve_bytes,
+        "usable_bytes": plan.usable_bytes,
+        "kv_budget_bytes": plan.kv_budget_bytes,
+        "kv_capacity_tokens": plan.kv_capacity_tokens,
+        "mem_fraction": mem_fraction,
+        "max_num_seqs": max_num_seqs,
+    }

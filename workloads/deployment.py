@@ -1,0 +1,85 @@
+"""A deployment: a model on a GPU with a parallel plan, precisions and the kernel options of BRIEF's mechanisms."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+
+from hwmodels.dtypes import Dtype
+from hwmodels.roofline import LaunchMode
+from hwmodels.spec import GPU
+from workloads.model import Mixer, ModelSpec, Part
+
+
+@dataclass(frozen=True)
+class KernelOptions:
+    """The switches of BRIEF's mechanisms; defaults are the 'before' state of each."""
+
+    mla_pad_heads_to: int = 0  # mechanism 5: pad query heads (0: no padding)
+    mla_num_splits: int = 1  # mechanism 5: split-KV partitions per request (1: one workgroup per request)
+    kda_verify_tile_cols: int = 32  # mechanism 7: value columns per verify workgroup
+    kda_prefill_grouped_scan: bool = False  # mechanism 6: chunk summaries + ordered scan + parallel replay
+    kda_decode_fused: bool = False  # mechanism 4: one kernel instead of 3 kernels + 2 output copies
+    attnres_norm_fused: bool = False  # mechanism 4: AttnRes mixing and RMSNorm in one kernel
+    dispatcher_copies: bool = True  # mechanism 4: one useless packing copy per KDA layer per step
+    dispatcher_copy_bytes: int = 1792  # BRIEF: each of the 69 copies moves 1,792 bytes
+    moe_output_dedup: bool = False  # mechanism 3: each rank projects only its own output coordinates
+    moe_row_only_weights: bool = False  # mechanism 3: load only the routed-output rows a rank uses
+    launch: LaunchMode = LaunchMode.GRAPH  # decode steps replay captured graphs in vLLM and SGLang
+
+    def __post_init__(self) -> None:
+        if self.mla_num_splits < 1:
+            raise ValueError(f"mla_num_splits must be at least 1, got {self.mla_num_splits}")
+        if self.kda_verify_tile_cols < 1:
+            raise ValueError(f"kda_verify_tile_cols must be at least 1, got {self.kda_verify_tile_cols}")
+        if self.mla_pad_heads_to < 0 or self.dispatcher_copy_bytes < 0:
+            raise ValueError("mla_pad_heads_to and dispatcher_copy_bytes must not be negative")
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Where and how a model runs: GPU, tensor/decode-context/expert parallel sizes, precisions, options."""
+
+    model: ModelSpec
+    gpu: GPU
+    tp: int = 1
+    dcp: int = 1  # decode context parallel: MLA/GQA history positions sharded over dcp of the tp ranks
+    ep: int = 1  # expert parallel: experts split over ep ranks (1: every expert split by tp)
+    weights: Mapping[Part, Dtype] = field(default_factory=dict)  # overrides of the checkpoint's precisions
+    kv_cache: Dtype | None = None  # override of the model's KV-cache dtype
+    options: KernelOptions = field(default_factory=KernelOptions)
+
+    def __post_init__(self) -> None:
+        for name in ("tp", "dcp", "ep"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        m = self.model
+        for mixer, heads in self.head_counts().items():
+            if heads % self.tp:
+                raise ValueError(f"tp={self.tp} does not divide {m.name}'s {heads} {mixer.value} heads "
+                                 f"(valid tp: {', '.join(str(d) for d in _divisors(heads))})")
+        if self.tp % self.dcp:
+            raise ValueError(f"dcp={self.dcp} must divide tp={self.tp} (DCP shards history over TP ranks)")
+        if self.ep > 1 and (m.moe is None or m.moe.experts % self.ep or self.tp % self.ep):
+            raise ValueError(f"ep={self.ep} must divide tp={self.tp} and the model's experts")
+        object.__setattr__(self, "weights", MappingProxyType({**m.weights, **self.weights}))
+
+    def head_counts(self) -> dict[Mixer, int]:
+        """Query heads of each mixer the model uses."""
+        counts = {}
+        if self.model.gqa is not None:
+            counts[Mixer.GQA] = self.model.gqa.heads
+        if self.model.mla is not None:
+            counts[Mixer.MLA] = self.model.mla.heads
+        if self.model.kda is not None:
+            counts[Mixer.KDA] = self.model.kda.heads
+        return counts
+
+    @property
+    def kv_dtype(self) -> Dtype:
+        return self.kv_cache or self.model.kv_cache
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in (1, 2, 4, 8, 16, 32, 64) if n % d == 0]
