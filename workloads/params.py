@@ -13,24 +13,27 @@ from workloads.model import Gqa, Kda, Mixer, Mla, ModelSpec, Moe, Part
 def gqa_params(hidden: int, a: Gqa) -> int:
     """q (optionally low rank), k, v, o (optionally grouped low rank), biases, and a sparse-attention indexer."""
     q_width = a.heads * a.head_dim
-    q = hidden * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * q_width if a.q_lora_rank else hidden * q_width
+    q = _low_rank(hidden, a.q_lora_rank, q_width)
     kv = 2 * hidden * a.kv_heads * a.head_dim
     bias = (q_width + 2 * a.kv_heads * a.head_dim) if a.qkv_bias else 0
-    if a.o_lora_rank:
-        o = q_width * a.o_lora_rank + a.o_groups * a.o_lora_rank * hidden
-    else:
-        o = q_width * hidden
+    # DeepSeek-V4's grouped low-rank output: heads*dim -> o_groups x o_lora, then -> hidden
+    o = q_width * a.o_lora_rank + a.o_groups * a.o_lora_rank * hidden if a.o_lora_rank else q_width * hidden
     indexer = 0
     if a.indexer_heads:
-        q_source = a.q_lora_rank or hidden
-        indexer = q_source * a.indexer_heads * a.indexer_head_dim + hidden * a.indexer_head_dim + hidden * a.indexer_heads
+        indexer_q = (a.q_lora_rank or hidden) * a.indexer_heads * a.indexer_head_dim
+        indexer = indexer_q + hidden * a.indexer_head_dim + hidden * a.indexer_heads
     return q + kv + bias + o + indexer
+
+
+def _low_rank(hidden: int, rank: int, out: int) -> int:
+    """A projection hidden -> out, factored through `rank` with a norm between (rank 0: one full matrix)."""
+    return hidden * rank + rank + rank * out if rank else hidden * out
 
 
 def mla_params(hidden: int, a: Mla) -> int:
     """q (a then b with its norm, or one full-rank matrix), kv_a with the RoPE key, kv_b, o, output gate."""
     qk = a.qk_nope_head_dim + a.qk_rope_head_dim
-    q = hidden * a.q_lora_rank + a.q_lora_rank + a.q_lora_rank * a.heads * qk if a.q_lora_rank else hidden * a.heads * qk
+    q = _low_rank(hidden, a.q_lora_rank, a.heads * qk)
     kv_a = hidden * a.latent_width + a.kv_lora_rank
     kv_b = a.kv_lora_rank * a.heads * (a.qk_nope_head_dim + a.v_head_dim)
     o = a.heads * a.v_head_dim * hidden
