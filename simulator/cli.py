@@ -61,6 +61,20 @@ def _parser() -> argparse.ArgumentParser:
                      help="load only the routed-output rows each rank uses (BRIEF mechanism 3)")
     mem.add_argument("--json", action="store_true", help="print one JSON object")
 
+    step = sub.add_parser("step", help="one engine step as kernels per rank: counts, FLOP, bytes, kernel time")
+    step.add_argument("--model", required=True, help="catalog model, e.g. kimi-k3")
+    step.add_argument("--hw", required=True, help="GPU name, e.g. mi355x")
+    step.add_argument("--tp", type=_positive_int, default=1, help="tensor-parallel size")
+    step.add_argument("--dcp", type=_positive_int, default=1, help="decode-context-parallel size (divides tp)")
+    step.add_argument("--ep", type=_positive_int, default=1, help="expert-parallel size")
+    step.add_argument("--decode", metavar="NxCONTEXT", help="N decoding sequences of CONTEXT tokens, e.g. 64x32768")
+    step.add_argument("--prefill", metavar="NxTOKENS[@CACHED]", help="N prefill chunks, e.g. 2x8192@4096")
+    step.add_argument("--verify", metavar="NxCONTEXT", help="N sequences verifying --spec-depth drafts")
+    step.add_argument("--spec-depth", type=_non_negative_int, default=0, help="drafts per verifying sequence")
+    step.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                      help="a kernel option of BRIEF's mechanisms, e.g. kda_decode_fused=true")
+    step.add_argument("--json", action="store_true", help="print one JSON object")
+
     kern = sub.add_parser("kernel", help="predict one kernel's time on one GPU")
     kern.add_argument("--hw", required=True, help="GPU name, e.g. mi355x, h200")
     kern.add_argument("kind", help="kernel kind: " + ", ".join(queries.kernel_kinds()))
@@ -107,6 +121,12 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             mem_fraction=args.mem_fraction, max_num_seqs=args.max_num_seqs,
             max_batched_tokens=args.max_num_batched_tokens, row_only_weights=args.row_only_weights)
         return result, f"Memory per GPU: {args.model} on {args.hw}, TP{args.tp} DCP{args.dcp}"
+    if args.command == "step":
+        result = workload_queries.step_query(
+            args.model, args.hw, tp=args.tp, dcp=args.dcp, ep=args.ep, decode=args.decode,
+            prefill=args.prefill, verify=args.verify, spec_depth=args.spec_depth,
+            options=_parse_params(args.option))
+        return result, f"Step: {args.model} on {args.hw}, TP{args.tp}"
     if args.command == "occupancy":
         result = queries.occupancy_query(args.hw, lds_bytes=args.lds_bytes, threads=args.threads,
                                          vgprs=args.vgprs)

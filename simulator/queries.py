@@ -91,18 +91,22 @@ def build_kernel(kind: str, params: Mapping[str, str]) -> Any:
     """A kernel object from its CLI name and string parameters, each converted by the field's type."""
     if kind not in KERNEL_KINDS:
         raise ValueError(f"unknown kernel kind {kind!r} (valid: {', '.join(kernel_kinds())})")
-    cls = KERNEL_KINDS[kind]
+    return from_strings(KERNEL_KINDS[kind], params, kind)
+
+
+def from_strings(cls: type, params: Mapping[str, str], label: str) -> Any:
+    """A dataclass from `key=value` strings: unknown and missing keys and bad values are named."""
     fields = {f.name: f for f in dataclasses.fields(cls) if f.init}
     hints = typing.get_type_hints(cls)
     for key in params:
         if key not in fields:
-            raise ValueError(f"{kind}: unknown parameter {key!r} (valid: {', '.join(fields)})")
+            raise ValueError(f"{label}: unknown parameter {key!r} (valid: {', '.join(fields)})")
     required = [n for n, f in fields.items()
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     missing = [n for n in required if n not in params]
     if missing:
-        raise ValueError(f"{kind}: missing parameter(s) {', '.join(missing)} (give --param KEY=VALUE)")
-    values = {key: _parse_value(kind, key, hints[key], text) for key, text in params.items()}
+        raise ValueError(f"{label}: missing parameter(s) {', '.join(missing)} (give --param KEY=VALUE)")
+    values = {key: _parse_value(label, key, hints[key], text) for key, text in params.items()}
     return cls(**values)
 
 

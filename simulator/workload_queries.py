@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
+from enum import Enum
 from typing import Any
 
+from hwmodels.calibration import load_calibration
+from hwmodels.roofline import kernel_time
 from hwmodels.spec import load_gpu
+from simulator.queries import from_strings
 from workloads.deployment import Deployment, KernelOptions
 from workloads.memory import plan_memory
 from workloads.model import load_model, model_names
 from workloads.params import active_matmul_params, count_params
+from workloads.step import Batch, PrefillChunk, build_step, parse_shape
 
 
 def model_list() -> dict[str, Any]:
@@ -91,3 +98,74 @@ def memory_query(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, con
         "mem_fraction": mem_fraction,
         "max_num_seqs": max_num_seqs,
     }
+
+
+def step_query(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, decode: str | None = None,
+               prefill: str | None = None, verify: str | None = None, spec_depth: int = 0,
+               options: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """One engine step's kernel list summarised per family: launches, FLOP, bytes and kernel time."""
+    deployment = Deployment(load_model(model), load_gpu(hw), tp=tp, dcp=dcp, ep=ep,
+                            options=from_strings(KernelOptions, options or {}, "option"))
+    batch = _batch(decode, prefill, verify, spec_depth)
+    plan = build_step(batch, deployment)
+    calib = load_calibration(deployment.gpu.name)
+    mode = deployment.options.launch
+    families: dict[str, dict[str, float]] = {}
+    total_time = 0.0
+    for item in plan.kernels:
+        for work in item.kernel.launches():  # type: ignore[union-attr]
+            t = kernel_time(work, deployment.gpu, calib, mode)
+            row = families.setdefault(work.family.value if work.family else "other",
+                                      {"launches": 0, "flop": 0.0, "bytes": 0.0, "time_s": 0.0})
+            row["launches"] += 1
+            row["flop"] += work.flop
+            row["bytes"] += work.bytes
+            row["time_s"] += t.time_s
+            total_time += t.time_s
+    collectives: dict[str, dict[str, float]] = {}
+    for item in plan.collectives:
+        c = item.collective
+        row = collectives.setdefault(f"{c.op.value} x{c.group_size}", {"count": 0, "payload_bytes": 0.0})  # type: ignore[union-attr]
+        row["count"] += 1
+        row["payload_bytes"] += c.payload_bytes  # type: ignore[union-attr]
+    return {
+        "model": deployment.model.name,
+        "hw": deployment.gpu.name,
+        "tp": tp,
+        "dcp": dcp,
+        "ep": ep,
+        "batch": {"prefills": [[c.tokens, c.cached] for c in batch.prefills], "decodes": len(batch.decodes),
+                  "verifies": len(batch.verifies), "spec_depth": batch.spec_depth},
+        "tokens": batch.tokens,
+        "launch_mode": mode.value,
+        "kernel_launches": sum(int(r["launches"]) for r in families.values()),
+        "flop": sum(r["flop"] for r in families.values()),
+        "bytes": sum(r["bytes"] for r in families.values()),
+        "kernel_time_s": total_time,
+        "collective_time_s": None,  # the collective cost model comes with issue 4
+        "families": families,
+        "collectives": collectives,
+        "options": {f.name: _plain(getattr(deployment.options, f.name)) for f in dataclasses.fields(KernelOptions)},
+    }
+
+
+def _batch(decode: str | None, prefill: str | None, verify: str | None, spec_depth: int) -> Batch:
+    decodes: tuple[int, ...] = ()
+    verifies: tuple[int, ...] = ()
+    prefills: tuple[PrefillChunk, ...] = ()
+    if decode:
+        count, length, _ = parse_shape(decode, "decode")
+        decodes = (length,) * count
+    if verify:
+        count, length, _ = parse_shape(verify, "verify")
+        verifies = (length,) * count
+    if prefill:
+        count, length, cached = parse_shape(prefill, "prefill")
+        prefills = (PrefillChunk(length, cached),) * count
+    if not (decodes or verifies or prefills):
+        raise ValueError("give at least one of --decode, --prefill or --verify (e.g. --decode 64x32768)")
+    return Batch(prefills=prefills, decodes=decodes, verifies=verifies, spec_depth=spec_depth)
+
+
+def _plain(value: Any) -> Any:
+    return value.value if isinstance(value, Enum) else value

@@ -82,4 +82,4 @@ class Deployment:
 
 
 def _divisors(n: int) -> list[int]:
-    return [d for d in (1, 2, 4, 8, 16, 32, 64) if n % d == 0]
+    return [d for d in range(1, min(n, 64) + 1) if n % d == 0]

@@ -72,29 +72,38 @@ class Gemm(KernelKind):
     tile_k: int = 32  # reduction depth of one pipeline stage
     stages: int = 2  # pipeline stages resident in LDS at once (2 x 32 KiB fits the 64 KiB of CDNA3)
     threads: int = 256  # threads per workgroup
+    split_k: int = 1  # reduction splits (skinny GEMMs fill the GPU this way); > 1 adds fp32 partial sums
 
     def __post_init__(self) -> None:
-        check_ints(self, ("m", "n", "k", "tile_m", "tile_n", "tile_k", "stages", "threads"))
+        check_ints(self, ("m", "n", "k", "tile_m", "tile_n", "tile_k", "stages", "threads", "split_k"))
         coerce(self, "dtype", Dtype)
         coerce(self, "out_dtype", Dtype)
+        if self.split_k > self.k:
+            raise ValueError(f"split_k ({self.split_k}) must not exceed k ({self.k})")
 
     def launches(self) -> tuple[Work, ...]:
-        """One launch over ceil(m/tile_m) x ceil(n/tile_n) output tiles."""
-        m, n, k = self.m, self.n, self.k
-        rows, cols = min(m, self.tile_m), min(n, self.tile_n)
+        """One launch over ceil(m/tile_m) x ceil(n/tile_n) output tiles, each split split_k ways over k.
+
+        With split_k > 1 every split writes an fp32 partial C tile and the last reads them back to sum
+        (stream-K / split-K fix-up in one launch): 2 x split_k x m x n x 4 extra bytes.
+        """
+        m, n, k, splits = self.m, self.n, self.k, self.split_k
+        rows, cols, depth = min(m, self.tile_m), min(n, self.tile_n), cdiv(k, splits)
+        partials = 2 * splits * m * n * 4 if splits > 1 else 0
+        figures = _tile_figures(rows, cols, depth, min(self.tile_m, cdiv(m, _MMA_ROWS) * _MMA_ROWS),
+                                cdiv(n, self.tile_n) * splits, self.dtype, self.out_dtype)
         return (
             Work(
                 flop_by_dtype={self.dtype: 2 * m * n * k},
-                read_bytes=self.dtype.storage_bytes(m * k) + self.dtype.storage_bytes(k * n),
-                write_bytes=self.out_dtype.storage_bytes(m * n),
-                workgroups=cdiv(m, self.tile_m) * cdiv(n, self.tile_n),
+                read_bytes=self.dtype.storage_bytes(m * k) + self.dtype.storage_bytes(k * n) + partials / 2,
+                write_bytes=self.out_dtype.storage_bytes(m * n) + partials / 2,
+                workgroups=cdiv(m, self.tile_m) * cdiv(n, self.tile_n) * splits,
                 threads_per_workgroup=self.threads,
                 lds_bytes_per_workgroup=_gemm_lds_bytes(
                     self.stages, self.tile_m, self.tile_n, self.tile_k, self.dtype
                 ),
                 family=Family.GEMM,
-                **_tile_figures(rows, cols, k, min(self.tile_m, cdiv(m, _MMA_ROWS) * _MMA_ROWS),
-                                cdiv(n, self.tile_n), self.dtype, self.out_dtype),
+                **figures,
             ),
         )
 

@@ -22,11 +22,15 @@ from itertools import chain
 
 import numpy as np
 
-from workloads.arrivals import ArrivalProcess, Infinite
+from workloads.arrivals import ArrivalProcess, Infinite, Poisson
 
 DEFAULT_BLOCK_TOKENS = 16  # vLLM v1 CacheConfig.DEFAULT_BLOCK_SIZE (reference/formats_and_tools.md §2.7)
 _CHUNK_BLOCKS = 1 << 22  # hash this many blocks at a time, bounding temporaries to tens of MB
 _TAG_SHARED, _TAG_CHAIN = 1, 2  # separate the key spaces of shared prefixes and per-conversation chains
+_ALL_AT_ONCE = Infinite()  # random_stream's default, as vllm bench serve's default --request-rate inf
+# Assumption: ~0.25 sessions/s keeps ~70 sessions of ~280 s open at once, within the BRIEF recipes'
+# --max-num-seqs of 20 to 128.
+DEFAULT_SESSION_ARRIVALS = Poisson(rate_per_s=0.25)
 
 
 def _splitmix64(x: np.ndarray) -> np.ndarray:
@@ -218,7 +222,7 @@ def _keys(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
 
 
 def random_stream(num_prompts: int, input_len: int, output_len: int, range_ratio: float = 0.0, prefix_len: int = 0,
-                  *, arrivals: ArrivalProcess = Infinite(), rng: np.random.Generator,
+                  *, arrivals: ArrivalProcess = _ALL_AT_ONCE, rng: np.random.Generator,
                   block_tokens: int = DEFAULT_BLOCK_TOKENS) -> RequestStream:
     """`vllm bench serve --dataset-name random`: prompt = shared prefix_len tokens + a uniform random length.
 
@@ -246,3 +250,147 @@ def random_stream(num_prompts: int, input_len: int, output_len: int, range_ratio
     return RequestStream(request_id=ids, arrival_s=arrival_s, prompt_tokens=prompt_tokens, output_tokens=lengths[1],
                          session_id=ids, turn=np.zeros(n, dtype=np.int64), think_time_s=np.zeros(n),
                          hash_pool=pool, hash_start=starts, hash_count=counts, block_tokens=block_tokens)
+
+
+def _lognormal_tokens(rng: np.random.Generator, mean: float, sigma: float, size: int) -> np.ndarray:
+    """Token counts with the given mean and log-space sigma, rounded, at least 1 (none if the mean is 0)."""
+    if mean == 0:
+        return np.zeros(size, dtype=np.int64)
+    draws = rng.lognormal(math.log(mean) - sigma * sigma / 2, sigma, size)
+    return np.maximum(np.rint(draws), 1).astype(np.int64)
+
+
+def _segment_cumsum(values: np.ndarray, first: np.ndarray) -> np.ndarray:
+    """Running sums restarting at every segment; `first[i]` is the index where element i's segment starts."""
+    total = np.cumsum(values)
+    return total - (total[first] - values[first])
+
+
+@dataclass(frozen=True)
+class AgenticConfig:
+    """An AgentX-like agentic coding workload (BRIEF.md study B: >96% theoretical prefix reuse).
+
+    The defaults are assumptions shaped to that description, not fitted to the AgentX traces: a
+    shared 8k-token system prompt (instructions + tool schemas), ~40 turns per session, and each
+    turn appends the last answer (~250 tokens), a tool output (~1k) and a short prompt (~150). A
+    request's prompt is then ~60k tokens on average, and the longest conversations pass BRIEF's
+    142k-token DCP example until the context limit ends them. Reuse comes out at ~0.97-0.98.
+    Lengths are lognormal with the given mean and log-space sigma; turns are geometric.
+    """
+
+    sessions: int = 128
+    turns_mean: float = 40.0  # geometric number of turns per session (>= 1), mean turns_mean
+    max_turns: int = 400
+    system_prompt_tokens: int = 8192  # shared by every session
+    first_prompt_tokens_mean: float = 1000.0  # the task statement, with any pasted files
+    first_prompt_log_sigma: float = 0.8
+    tool_output_tokens_mean: float = 1000.0  # file reads, command output, search results
+    tool_output_log_sigma: float = 1.0
+    prompt_tokens_mean: float = 150.0  # new instructions added each later turn
+    prompt_log_sigma: float = 0.8
+    output_tokens_mean: float = 250.0  # the assistant's answer or tool call
+    output_log_sigma: float = 0.8
+    think_time_mean_s: float = 2.0  # exponential pause before each later turn (tool run, user)
+    session_arrivals: ArrivalProcess = DEFAULT_SESSION_ARRIVALS  # when sessions start
+    assumed_turn_latency_s: float | None = None  # None: output tokens / assumed_decode_tok_per_s
+    assumed_decode_tok_per_s: float = 50.0  # BRIEF's target interactivity
+    max_context_tokens: int = 262144  # Kimi K2.5's max_position_embeddings (reference/hardware_and_models.md)
+
+    def __post_init__(self) -> None:
+        _check_int("AgenticConfig", "sessions", self.sessions, 1)
+        _check_real("AgenticConfig", "turns_mean", self.turns_mean, 1.0)
+        _check_int("AgenticConfig", "max_turns", self.max_turns, 1)
+        _check_int("AgenticConfig", "system_prompt_tokens", self.system_prompt_tokens, 0)
+        _check_int("AgenticConfig", "max_context_tokens", self.max_context_tokens, 2)
+        for name in ("first_prompt", "output"):
+            _check_real("AgenticConfig", f"{name}_tokens_mean", getattr(self, f"{name}_tokens_mean"), 1.0)
+        for name in ("tool_output", "prompt"):
+            _check_real("AgenticConfig", f"{name}_tokens_mean", getattr(self, f"{name}_tokens_mean"), 0.0)
+        for name in ("first_prompt", "tool_output", "prompt", "output"):
+            _check_real("AgenticConfig", f"{name}_log_sigma", getattr(self, f"{name}_log_sigma"), 0.0)
+        _check_real("AgenticConfig", "think_time_mean_s", self.think_time_mean_s, 0.0)
+        _check_real("AgenticConfig", "assumed_decode_tok_per_s", self.assumed_decode_tok_per_s, 0.0, strict=True)
+        if self.assumed_turn_latency_s is not None:
+            _check_real("AgenticConfig", "assumed_turn_latency_s", self.assumed_turn_latency_s, 0.0)
+        if not isinstance(self.session_arrivals, ArrivalProcess):
+            raise ValueError(f"AgenticConfig.session_arrivals must be an arrival process, "
+                             f"got {self.session_arrivals!r}")
+
+
+def agentic_stream(config: AgenticConfig, rng: np.random.Generator,
+                   block_tokens: int = DEFAULT_BLOCK_TOKENS) -> RequestStream:
+    """Multi-turn sessions in which each turn's prompt is the whole conversation so far plus new input.
+
+    Turn t arrives at turn t-1's arrival + an assumed service time + think_time_s[t]. That is open
+    loop; the closed loop (turn t waits for turn t-1 to really finish) belongs to the simulator, which
+    can re-time each turn from its session_id, turn and think_time_s.
+    """
+    _check_int("agentic_stream", "block_tokens", block_tokens, 1)
+    c = config
+    shared_key, chain_key = _keys(rng)
+    start_s = c.session_arrivals.sample(c.sessions, rng)
+    turns = np.minimum(rng.geometric(1.0 / c.turns_mean, size=c.sessions), c.max_turns).astype(np.int64)
+    first_prompt = _lognormal_tokens(rng, c.first_prompt_tokens_mean, c.first_prompt_log_sigma, c.sessions)
+    total = int(turns.sum())
+    tool = _lognormal_tokens(rng, c.tool_output_tokens_mean, c.tool_output_log_sigma, total)
+    prompt = _lognormal_tokens(rng, c.prompt_tokens_mean, c.prompt_log_sigma, total)
+    output = _lognormal_tokens(rng, c.output_tokens_mean, c.output_log_sigma, total)
+    think_s = rng.exponential(c.think_time_mean_s, size=total) if c.think_time_mean_s > 0 else np.zeros(total)
+
+    session = np.repeat(np.arange(c.sessions), turns)
+    first = np.repeat(np.cumsum(turns) - turns, turns)  # index of each turn's session's first turn
+    turn = np.arange(total) - first
+    opening = turn == 0
+    previous_output = np.where(opening, 0, np.roll(output, 1))
+    added = np.where(opening, c.system_prompt_tokens + first_prompt[session], previous_output + tool + prompt)
+    prompt_tokens = _segment_cumsum(added, first)
+    think_s = np.where(opening, 0.0, think_s)
+    latency_s = output / c.assumed_decode_tok_per_s if c.assumed_turn_latency_s is None else (
+        np.full(total, c.assumed_turn_latency_s))
+    step_s = np.where(opening, 0.0, np.roll(latency_s, 1) + think_s)
+    arrival_s = start_s[session] + _segment_cumsum(step_s, first)
+
+    too_long = (prompt_tokens + output > c.max_context_tokens).astype(np.int64)
+    keep = _segment_cumsum(too_long, first) == 0  # a session ends before its first turn that would not fit
+    session, turn, prompt_tokens, output, think_s, arrival_s = (
+        a[keep] for a in (session, turn, prompt_tokens, output, think_s, arrival_s))
+    chain_blocks = np.zeros(c.sessions, dtype=np.int64)
+    np.maximum.at(chain_blocks, session, prompt_tokens // block_tokens)
+    pool, starts = _chain_pool(mix_hash(chain_key, np.arange(c.sessions)), chain_blocks, shared_key,
+                               c.system_prompt_tokens // block_tokens)
+    order = np.lexsort((turn, session, arrival_s))
+    return RequestStream(request_id=np.arange(order.size), arrival_s=arrival_s[order],
+                         prompt_tokens=prompt_tokens[order], output_tokens=output[order], session_id=session[order],
+                         turn=turn[order], think_time_s=think_s[order], hash_pool=pool,
+                         hash_start=starts[session[order]], hash_count=prompt_tokens[order] // block_tokens,
+                         block_tokens=block_tokens)
+
+
+def theoretical_prefix_reuse(stream: RequestStream | Sequence[Request], block_tokens: int | None = None) -> float:
+    """Reused / total prompt tokens with an unlimited cache: full blocks whose hash an earlier request had.
+
+    `block_tokens` defaults to the stream's own (16 for a plain list of requests). Hashes are chained,
+    so a block seen before implies its whole prefix was; that lets each request be checked by bisection.
+    """
+    if not isinstance(stream, RequestStream):
+        stream = RequestStream.from_requests(stream, block_tokens or DEFAULT_BLOCK_TOKENS)
+    elif block_tokens is not None and block_tokens != stream.block_tokens:
+        raise ValueError(f"block_tokens = {block_tokens} differs from the stream's block_tokens = "
+                         f"{stream.block_tokens}; synthetic hashes cannot be re-blocked")
+    total_tokens = int(stream.prompt_tokens.sum())
+    if total_tokens == 0:
+        return 0.0
+    seen: set[int] = set()
+    reused_blocks = 0
+    for i in range(len(stream)):
+        hashes = stream.hashes(i)
+        low, high = 0, hashes.size  # blocks [0, low) were seen; find the first one that was not
+        while low < high:
+            mid = (low + high) // 2
+            if int(hashes[mid]) in seen:
+                low = mid + 1
+            else:
+                high = mid
+        reused_blocks += low
+        seen.update(hashes[low:].tolist())
+    return reused_blocks * stream.block_tokens / total_tokens

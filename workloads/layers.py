@@ -1,0 +1,287 @@
+"""The kernels and collectives of each layer type for one step on one tensor-parallel rank.
+
+Sequences of one kind in a step are modelled at their mean length (the sum of their history bytes is
+kept); a varlen kernel over them is one launch. Weights run at their stored precision where the GPU
+has math units for it, and in bf16 otherwise (weights upcast on load).
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator
+from typing import TypeVar
+
+from hwmodels.dtypes import Dtype
+from workloads.collectives import Collective, CollectiveOp
+from workloads.deployment import Deployment
+from workloads.kernel_base import KernelKind, cdiv
+from workloads.kernels import (
+    AddRmsNorm,
+    AttentionPrefill,
+    AttnResMix,
+    Copy,
+    Elementwise,
+    Gemm,
+    KdaDecode,
+    KdaPrefill,
+    KdaVerify,
+    MlaDecode,
+    MoeGemm,
+    RmsNorm,
+)
+from workloads.model import Mixer, Part
+from workloads.step import Batch, StepItem
+
+T = TypeVar("T")
+ACT_BYTES = 2  # bf16 activations on the wire
+SWIGLU_OPS = 4  # silu (sigmoid, multiply) and the gate product, per value
+GATED_NORM_OPS = 6  # KDA's gated RMSNorm on the output, per value
+
+
+def _k(layer: int, name: str, kernel: KernelKind) -> StepItem:
+    return StepItem(layer, name, kernel=kernel)
+
+
+def _c(layer: int, name: str, op: CollectiveOp, payload: float, group: int) -> Iterator[StepItem]:
+    if group > 1:
+        yield StepItem(layer, name, collective=Collective(op, payload, group, name))
+
+
+def _gemm(d: Deployment, part: Part, m: int, n: int, k: int) -> Gemm:
+    """A projection as a BLAS would run it: split over k when its output tiles cannot fill the GPU.
+
+    Assumption (hipBLASLt and cuBLAS heuristics pick split-K or stream-K for skinny shapes): the
+    smallest split that gives every CU a tile, keeping at least 256 of k per split.
+    """
+    tiles = cdiv(m, Gemm.tile_m) * cdiv(n, Gemm.tile_n)
+    split = 1
+    if tiles < d.gpu.compute_units:
+        split = max(1, min(d.gpu.compute_units // tiles, k // 256))
+    return Gemm(m=m, n=n, k=k, dtype=_math_dtype(d, part), split_k=split)
+
+
+def _math_dtype(d: Deployment, part: Part) -> Dtype:
+    stored = d.weights[part]
+    return stored if d.gpu.supports(stored) else Dtype.BF16
+
+
+def _section(section: T | None, name: str) -> T:
+    """A layer-type section the model's mixer pattern says exists."""
+    if section is None:
+        raise ValueError(f"the model has no {name} section for a layer that uses it")
+    return section
+
+
+def _mean(values: tuple[int, ...]) -> int:
+    return cdiv(sum(values), len(values))
+
+
+def pre_stack_items(batch: Batch, d: Deployment) -> Iterator[StepItem]:
+    """Vocab-parallel embedding lookup and its all-reduce."""
+    h = d.model.hidden_size
+    yield _k(0, "embedding", Copy(size_bytes=batch.tokens * h * ACT_BYTES))
+    yield from _c(0, "embedding", CollectiveOp.ALL_REDUCE, batch.tokens * h * ACT_BYTES, d.tp)
+
+
+def post_stack_items(batch: Batch, d: Deployment) -> Iterator[StepItem]:
+    """Final norm, the vocab-parallel LM head on sampled positions, the logits gather and sampling."""
+    m, last = d.model, d.model.layers + 1
+    sampled, vocab = batch.sampled_tokens, m.vocab_size
+    yield _k(last, "final_norm", RmsNorm(tokens=batch.tokens, hidden=m.hidden_size))
+    yield _k(last, "lm_head", _gemm(d, Part.EMBEDDING, sampled, cdiv(vocab, d.tp), m.hidden_size))
+    yield from _c(last, "logits", CollectiveOp.ALL_GATHER, sampled * cdiv(vocab, d.tp) * 4, d.tp)
+    yield _k(last, "sampling", Elementwise(elements=sampled * vocab, inputs=1, ops_per_element=4, dtype="fp32"))
+
+
+def layer_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
+    """Input norm (or AttnRes mixing), the token mixer, the post-attention norm, then the MLP or MoE."""
+    m, t = d.model, batch.tokens
+    block = m.attnres_block_size
+    if block and layer > 1 and (layer - 1) % block == 0:
+        sources = (layer - 1) // block + 1  # the embedding and every completed block
+        yield _k(layer, "attnres_mix", AttnResMix(tokens=t, hidden=m.hidden_size, sources=sources,
+                                                  fused_norm=d.options.attnres_norm_fused))
+    else:
+        yield _k(layer, "input_norm", AddRmsNorm(tokens=t, hidden=m.hidden_size))
+    mixer = m.mixer(layer)
+    if mixer is Mixer.MLA:
+        yield from _mla_items(layer, batch, d)
+    elif mixer is Mixer.KDA:
+        yield from _kda_items(layer, batch, d)
+    else:
+        yield from _gqa_items(layer, batch, d)
+    yield _k(layer, "post_attention_norm", AddRmsNorm(tokens=t, hidden=m.hidden_size))
+    if m.is_moe_layer(layer):
+        yield from _moe_items(layer, batch, d)
+    else:
+        yield from _dense_mlp_items(layer, batch, d)
+
+
+def _output_projection(layer: int, name: str, t: int, width: int, d: Deployment) -> Iterator[StepItem]:
+    h = d.model.hidden_size
+    yield _k(layer, f"{name}.o_proj", _gemm(d, Part.ATTENTION, t, h, width))
+    yield from _c(layer, f"{name}.output", CollectiveOp.ALL_REDUCE, t * h * ACT_BYTES, d.tp)
+
+
+def _mla_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
+    """MLA: low-rank q, the latent KV, absorbed decode (split, padded, DCP-sharded) or MHA prefill."""
+    a, hid, t = _section(d.model.mla, "mla"), d.model.hidden_size, batch.tokens
+    h, o = a.heads // d.tp, d.options
+    qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+    if a.q_lora_rank:
+        yield _k(layer, "mla.q_a", _gemm(d, Part.ATTENTION, t, a.q_lora_rank, hid))
+        yield _k(layer, "mla.q_a_norm", RmsNorm(tokens=t, hidden=a.q_lora_rank))
+    yield _k(layer, "mla.q_b", _gemm(d, Part.ATTENTION, t, h * qk, a.q_lora_rank or hid))
+    yield _k(layer, "mla.kv_a", _gemm(d, Part.ATTENTION, t, a.latent_width, hid))
+    yield _k(layer, "mla.kv_a_norm", RmsNorm(tokens=t, hidden=a.kv_lora_rank))
+    positions = batch.spec_depth + 1
+    queries = len(batch.decodes) + len(batch.verifies) * positions
+    if queries:
+        yield _k(layer, "mla.absorb_k", _gemm(d, Part.ATTENTION, queries, h * a.kv_lora_rank, a.qk_nope_head_dim))
+        yield from _c(layer, "mla.dcp_query_exchange", CollectiveOp.ALL_GATHER,
+                      queries * h * a.latent_width * ACT_BYTES, d.dcp)
+        for contexts, per_seq in ((batch.decodes, 1), (batch.verifies, positions)):
+            if contexts:
+                # DCP: each rank attends the whole group's heads over its own share of the positions
+                yield _k(layer, "mla.decode", MlaDecode(
+                    seqs=len(contexts), context=max(1, cdiv(_mean(contexts) + 1, d.dcp)),
+                    heads=h * per_seq * d.dcp, kv_lora=a.kv_lora_rank, rope_dim=a.qk_rope_head_dim,
+                    num_splits=o.mla_num_splits, pad_heads_to=o.mla_pad_heads_to * per_seq * d.dcp,
+                    kv_dtype=d.kv_dtype))
+        if d.dcp > 1:
+            partials = queries * h * d.dcp * (a.kv_lora_rank * 4 + 4)  # fp32 output + log-sum-exp per head
+            yield from _c(layer, "mla.dcp_partial_exchange", CollectiveOp.ALL_TO_ALL, partials, d.dcp)
+            yield _k(layer, "mla.dcp_merge", Elementwise(elements=queries * h * a.kv_lora_rank, inputs=d.dcp,
+                                                         ops_per_element=3 * d.dcp, dtype="fp32"))
+        yield _k(layer, "mla.absorb_v", _gemm(d, Part.ATTENTION, queries, h * a.v_head_dim, a.kv_lora_rank))
+    if batch.prefills:
+        tokens = tuple(c.tokens for c in batch.prefills)
+        cached = tuple(c.cached for c in batch.prefills)
+        history = sum(tokens) + sum(cached)
+        up_width = h * (a.qk_nope_head_dim + a.v_head_dim)
+        yield _k(layer, "mla.kv_b", _gemm(d, Part.ATTENTION, history, up_width, a.kv_lora_rank))
+        yield _k(layer, "mla.prefill_attention", AttentionPrefill(
+            seqs=len(tokens), q_len=_mean(tokens), heads=h, kv_heads=h, head_dim=qk, cached=_mean(cached)))
+    width = h * a.v_head_dim
+    if a.output_gate:
+        yield _k(layer, "mla.gate", _gemm(d, Part.ATTENTION, t, width, hid))
+        yield _k(layer, "mla.gate_mul", Elementwise(elements=t * width, inputs=2, ops_per_element=4))
+    yield from _output_projection(layer, "mla", t, width, d)
+
+
+def _kda_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
+    """KDA: projections, short convs, the recurrence per batch kind, the gated norm, o_proj."""
+    a, hid, t, o = _section(d.model.kda, "kda"), d.model.hidden_size, batch.tokens, d.options
+    h, k = a.heads // d.tp, a.head_dim
+    width = h * k
+    yield _k(layer, "kda.qkv", _gemm(d, Part.ATTENTION, t, 3 * width, hid))
+    if a.full_rank_gate:
+        yield _k(layer, "kda.decay_gate", _gemm(d, Part.ATTENTION, t, width, hid))
+    else:
+        yield _k(layer, "kda.decay_gate_a", _gemm(d, Part.ATTENTION, t, k, hid))
+        yield _k(layer, "kda.decay_gate_b", _gemm(d, Part.ATTENTION, t, width, k))
+    yield _k(layer, "kda.beta", _gemm(d, Part.ATTENTION, t, h, hid))
+    yield _k(layer, "kda.output_gate_a", _gemm(d, Part.ATTENTION, t, k, hid))
+    yield _k(layer, "kda.output_gate_b", _gemm(d, Part.ATTENTION, t, width, k))
+    yield _k(layer, "kda.short_conv", Elementwise(elements=t * 3 * width, inputs=1, ops_per_element=2 * a.conv_kernel))
+    if o.dispatcher_copies:
+        yield _k(layer, "kda.dispatcher_copy", Copy(size_bytes=o.dispatcher_copy_bytes))
+    if batch.decodes:
+        yield _k(layer, "kda.decode", KdaDecode(seqs=len(batch.decodes), heads=h, key_dim=k, value_dim=k,
+                                               fused=o.kda_decode_fused))
+    if batch.verifies:
+        yield _k(layer, "kda.verify", KdaVerify(seqs=len(batch.verifies), positions=batch.spec_depth + 1, heads=h,
+                                               head_dim=k, tile_cols=o.kda_verify_tile_cols))
+    if batch.prefills:
+        tokens = tuple(c.tokens for c in batch.prefills)
+        yield _k(layer, "kda.prefill", KdaPrefill(seqs=len(tokens), tokens=_mean(tokens), heads=h, key_dim=k,
+                                                 value_dim=k, grouped_scan=o.kda_prefill_grouped_scan))
+    yield _k(layer, "kda.gated_norm", Elementwise(elements=t * width, inputs=2, ops_per_element=GATED_NORM_OPS))
+    yield from _output_projection(layer, "kda", t, width, d)
+
+
+def _gqa_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
+    """GQA: fused QKV projection, paged attention per batch kind (DCP-sharded history), o_proj."""
+    a, hid, t = _section(d.model.gqa, "gqa"), d.model.hidden_size, batch.tokens
+    h, kv = a.heads // d.tp, max(1, a.kv_heads // d.tp)
+    if a.q_lora_rank:
+        yield _k(layer, "gqa.q_a", _gemm(d, Part.ATTENTION, t, a.q_lora_rank, hid))
+        yield _k(layer, "gqa.q_b", _gemm(d, Part.ATTENTION, t, h * a.head_dim, a.q_lora_rank))
+        yield _k(layer, "gqa.kv", _gemm(d, Part.ATTENTION, t, 2 * kv * a.head_dim, hid))
+    else:
+        yield _k(layer, "gqa.qkv", _gemm(d, Part.ATTENTION, t, (h + 2 * kv) * a.head_dim, hid))
+    positions = batch.spec_depth + 1
+    for name, contexts, q_len in (("decode", batch.decodes, 1), ("verify", batch.verifies, positions)):
+        if contexts:
+            yield from _c(layer, f"gqa.dcp_query_exchange_{name}", CollectiveOp.ALL_GATHER,
+                          len(contexts) * q_len * h * a.head_dim * ACT_BYTES, d.dcp)
+            yield _k(layer, f"gqa.{name}_attention", AttentionPrefill(
+                seqs=len(contexts), q_len=q_len, heads=h * d.dcp, kv_heads=kv, head_dim=a.head_dim,
+                cached=cdiv(_mean(contexts), d.dcp)))
+            yield from _c(layer, f"gqa.dcp_partial_exchange_{name}", CollectiveOp.ALL_TO_ALL,
+                          len(contexts) * q_len * h * d.dcp * (a.head_dim * 4 + 4), d.dcp)
+    if batch.prefills:
+        tokens = tuple(c.tokens for c in batch.prefills)
+        cached = tuple(c.cached for c in batch.prefills)
+        yield _k(layer, "gqa.prefill_attention", AttentionPrefill(
+            seqs=len(tokens), q_len=_mean(tokens), heads=h, kv_heads=kv, head_dim=a.head_dim, cached=_mean(cached)))
+    yield from _output_projection(layer, "gqa", t, h * a.head_dim, d)
+
+
+def _dense_mlp_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
+    m, t = d.model, batch.tokens
+    inter = cdiv(m.intermediate_size, d.tp)
+    yield _k(layer, "mlp.gate_up", _gemm(d, Part.DENSE_MLP, t, 2 * inter, m.hidden_size))
+    yield _k(layer, "mlp.act", Elementwise(elements=t * inter, inputs=2, ops_per_element=SWIGLU_OPS))
+    yield _k(layer, "mlp.down", _gemm(d, Part.DENSE_MLP, t, m.hidden_size, inter))
+    yield from _c(layer, "mlp.output", CollectiveOp.ALL_REDUCE, t * m.hidden_size * ACT_BYTES, d.tp)
+
+
+def active_experts(experts: int, routings: int) -> float:
+    """Expected distinct experts hit by `routings` uniform independent choices."""
+    return experts * -math.expm1(routings * math.log1p(-1 / experts)) if experts > 1 else 1.0
+
+
+def _moe_tile_m(tokens_per_expert: int) -> int:
+    """vLLM fused-MoE picks BLOCK_SIZE_M by tokens per expert: 16, 32 or 64 (assumption: its default configs)."""
+    return 16 if tokens_per_expert <= 16 else 32 if tokens_per_expert <= 32 else 64
+
+
+def _moe_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
+    """Router, latent down-projection, routed experts, the routed output projection, shared experts."""
+    m, t, o = d.model, batch.tokens, d.options
+    moe = _section(m.moe, "moe")
+    hid, width = m.hidden_size, moe.latent_size or m.hidden_size
+    routed_dt = _math_dtype(d, Part.ROUTED_EXPERTS)
+    yield _k(layer, "moe.router", _gemm(d, Part.SHARED_EXPERTS, t, moe.experts, hid))
+    yield _k(layer, "moe.topk", Elementwise(elements=t * moe.experts, inputs=1, ops_per_element=4, dtype="fp32"))
+    if moe.latent_size:
+        yield _k(layer, "moe.latent_down", _gemm(d, Part.SHARED_EXPERTS, t, cdiv(width, d.tp), hid))
+        yield from _c(layer, "moe.latent_gather", CollectiveOp.ALL_GATHER, t * cdiv(width, d.tp) * ACT_BYTES, d.tp)
+        yield _k(layer, "moe.latent_norm", RmsNorm(tokens=t, hidden=width))
+    local_experts = moe.experts // d.ep
+    inter = cdiv(moe.expert_intermediate_size, d.tp // d.ep)
+    routings = t * moe.top_k / d.ep
+    active = max(1, round(active_experts(moe.experts, t * moe.top_k) * local_experts / moe.experts))
+    per_expert = math.ceil(routings / active)
+    tile = _moe_tile_m(per_expert)
+    yield _k(layer, "moe.routed_up", MoeGemm(experts=active, tokens_per_expert=per_expert, n=2 * inter, k=width,
+                                            dtype=routed_dt, tile_m=tile))
+    yield _k(layer, "moe.routed_act", Elementwise(elements=active * per_expert * inter, inputs=2,
+                                                  ops_per_element=SWIGLU_OPS))
+    yield _k(layer, "moe.routed_down", MoeGemm(experts=active, tokens_per_expert=per_expert, n=width, k=inter,
+                                              dtype=routed_dt, tile_m=tile))
+    if moe.latent_size:
+        yield from _c(layer, "moe.latent_reduce", CollectiveOp.ALL_REDUCE, t * width * ACT_BYTES, d.tp)
+        yield _k(layer, "moe.latent_out_norm", RmsNorm(tokens=t, hidden=width))
+        # BRIEF mechanism 3: before, every rank projects all `hid` outputs of the same latent input;
+        # with ownership each projects only its own coordinates into its shared-expert partial
+        out = cdiv(hid, d.tp) if o.moe_output_dedup else hid
+        yield _k(layer, "moe.routed_out_proj", _gemm(d, Part.SHARED_EXPERTS, t, out, width))
+    if moe.shared_experts:
+        inter_shared = cdiv(moe.shared_experts * moe.expert_intermediate_size, d.tp)
+        yield _k(layer, "moe.shared_gate_up", _gemm(d, Part.SHARED_EXPERTS, t, 2 * inter_shared, hid))
+        yield _k(layer, "moe.shared_act", Elementwise(elements=t * inter_shared, inputs=2,
+                                                      ops_per_element=SWIGLU_OPS))
+        yield _k(layer, "moe.shared_down", _gemm(d, Part.SHARED_EXPERTS, t, hid, inter_shared))
+    yield from _c(layer, "moe.output", CollectiveOp.ALL_REDUCE, t * hid * ACT_BYTES, d.tp)
