@@ -94,3 +94,49 @@ def test_negative_lds_is_refused_by_the_parser(capsys):
         main(["occupancy", "--hw", "mi355x", "--lds-bytes", "-5"])
     assert exit_info.value.code == 2
     assert "must not be negative" in capsys.readouterr().err
+
+
+def test_model_show_reports_kimi_k3_structure(capsys):
+    result = run_json(capsys, "model", "show", "kimi-k3")
+    assert (result["mla_layers"], result["kda_layers"], result["moe_layers"]) == (24, 69, 92)
+    assert (result["experts"], result["top_k"]) == (896, 16)
+    assert abs(result["params"] / 2.8e12 - 1) < 0.03
+    assert len(run_json(capsys, "model", "list")["models"]) == 9
+
+
+def test_memory_reports_weights_and_mla_history(capsys):
+    base = ["memory", "--model", "kimi-k3", "--hw", "mi355x", "--tp", "8", "--context", "142000"]
+    result = run_json(capsys, *base)
+    assert abs(result["weights_bytes_per_gpu"] / (1.561e12 / 8) - 1) < 0.05
+    assert abs(result["mla_kv_bytes_per_gpu"] / (24 * 142000 * 576) - 1) < 0.01
+    assert result["kv_capacity_tokens"] > 0 and result["kda_state_bytes_per_seq"] == 69 * 12 * 128 * 128 * 4
+    dcp = run_json(capsys, *base, "--dcp", "8")
+    assert dcp["mla_kv_bytes_per_gpu"] == result["mla_kv_bytes_per_gpu"] / 8
+
+
+def test_step_prints_families_flop_bytes_and_times(capsys):
+    result = run_json(capsys, "step", "--model", "kimi-k3", "--hw", "mi355x", "--tp", "8", "--decode", "64x32768")
+    assert {"gemm", "moe_gemm", "mla_decode", "kda_decode", "norm", "copy"} <= set(result["families"])
+    for family in result["families"].values():
+        assert family["launches"] > 0 and family["time_s"] > 0
+    assert result["kernel_time_s"] == pytest.approx(sum(f["time_s"] for f in result["families"].values()))
+    assert result["families"]["copy"]["launches"] >= 69  # the dispatcher copies, one per KDA layer
+    fused = run_json(capsys, "step", "--model", "kimi-k3", "--hw", "mi355x", "--tp", "8", "--decode", "64x32768",
+                     "--option", "kda_decode_fused=true", "--option", "dispatcher_copies=false")
+    assert fused["kernel_launches"] < result["kernel_launches"] - 69 * 4
+    assert fused["kernel_time_s"] < result["kernel_time_s"]
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["memory", "--model", "kimi-k3", "--hw", "h100", "--tp", "8"], "kimi-k3 does not fit on h100 at tp=8"),
+    (["memory", "--model", "qwen3-32b", "--hw", "h200", "--tp", "5"], "tp=5 does not divide qwen3-32b's 64 gqa heads"),
+    (["memory", "--model", "gpt-5", "--hw", "h200"], "unknown model (valid: deepseek-v3"),
+    (["step", "--model", "kimi-k3", "--hw", "mi355x", "--tp", "8"], "give at least one of --decode"),
+    (["step", "--model", "kimi-k3", "--hw", "mi355x", "--tp", "8", "--decode", "64"], "expected COUNTxLENGTH"),
+    (["step", "--model", "kimi-k3", "--hw", "mi355x", "--tp", "8", "--decode", "1x5", "--option", "fast=1"],
+     "option: unknown parameter 'fast' (valid: mla_pad_heads_to"),
+])
+def test_workload_user_errors(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1

@@ -60,9 +60,9 @@ def _real(path: Path, line: int, name: str, value: object, minimum: float | None
     return number
 
 
-def _stream(path: Path, arrival_s: list[float], prompt: list[int], output: list[int], session: list[int] | None,
-            turn: list[int] | None, think_s: list[float] | None, pool: np.ndarray | None = None,
-            counts: np.ndarray | None = None, block_tokens: int = DEFAULT_BLOCK_TOKENS) -> RequestStream:
+def _stream(path: Path, arrival_s: list[float], prompt: list[int], output: list[int], *, block_tokens: int,
+            session: list[int] | None = None, turn: list[int] | None = None, think_s: list[float] | None = None,
+            pool: np.ndarray | None = None, counts: np.ndarray | None = None) -> RequestStream:
     """Assemble columns read in file order into a stream sorted (stably) by arrival."""
     n = len(arrival_s)
     if n == 0:
@@ -105,7 +105,8 @@ def read_mooncake(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS,
     hash_ids do not cover. Other keys (AIPerf's messages, tools, ...) are ignored.
     """
     path = Path(path)
-    if block_tokens <= 0 or trace_block_tokens % block_tokens:
+    sizes = (block_tokens, trace_block_tokens)
+    if any(isinstance(v, bool) or not isinstance(v, int) or v <= 0 for v in sizes) or trace_block_tokens % block_tokens:
         raise ValueError(f"block_tokens = {block_tokens} must divide trace_block_tokens = {trace_block_tokens}")
     per_id = trace_block_tokens // block_tokens
     stamps_s: list[float] = []
@@ -136,15 +137,15 @@ def read_mooncake(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS,
                 raise _fail(path, line_no, f"{len(hash_ids)} hash_ids for {prompt[-1]} tokens "
                                            f"(at most one per {trace_block_tokens}-token block)")
             for h in hash_ids:
-                if _integer(path, line_no, "each of hash_ids", h, 0) >= 2**64:
+                ids.append(_integer(path, line_no, "each of hash_ids", h, 0))
+                if ids[-1] >= 2**64:
                     raise _fail(path, line_no, f"hash_ids must be below 2**64, got {h}")
-                ids.append(int(h))
             id_counts.append(len(hash_ids))
     hashed = np.minimum(np.asarray(prompt, dtype=np.int64) // block_tokens, np.asarray(id_counts) * per_id)
     pool = _mooncake_hashes(ids, id_counts, hashed, per_id) if prompt else None
     start_s = min(stamps_s, default=0.0)
     arrival_s = [t - start_s for t in stamps_s]
-    return _stream(path, arrival_s, prompt, output, None, None, None, pool, hashed, block_tokens)
+    return _stream(path, arrival_s, prompt, output, block_tokens=block_tokens, pool=pool, counts=hashed)
 
 
 def _csv_rows(path: Path, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> Iterator[tuple[int, dict]]:
@@ -200,7 +201,7 @@ def read_azure(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS) -> Re
         output.append(_integer(path, line, "GeneratedTokens", row["GeneratedTokens"], 0))
     first_tick = min(ticks, default=0)
     arrival_s = [(t - first_tick) / 1e9 for t in ticks]
-    return _stream(path, arrival_s, prompt, output, None, None, None, block_tokens=block_tokens)
+    return _stream(path, arrival_s, prompt, output, block_tokens=block_tokens)
 
 
 def read_csv_trace(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS) -> RequestStream:
@@ -226,9 +227,9 @@ def read_csv_trace(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS) -
             columns["turn"].append(_integer(path, line, "turn", row["turn"], 0))
         if "think_time_s" in row:
             columns["think"].append(_real(path, line, "think_time_s", row["think_time_s"], 0.0))
-    return _stream(path, columns["arrival_s"], columns["prompt"], columns["output"],
-                   columns["session"] if with_sessions else None, columns["turn"] if with_sessions else None,
-                   columns["think"] or None, block_tokens=block_tokens)
+    return _stream(path, columns["arrival_s"], columns["prompt"], columns["output"], block_tokens=block_tokens,
+                   session=columns["session"] if with_sessions else None,
+                   turn=columns["turn"] if with_sessions else None, think_s=columns["think"] or None)
 
 
 class TraceFormat(Enum):

@@ -227,7 +227,8 @@ def random_stream(num_prompts: int, input_len: int, output_len: int, range_ratio
     """`vllm bench serve --dataset-name random`: prompt = shared prefix_len tokens + a uniform random length.
 
     Input lengths are uniform integers in [floor(input_len*(1-r)), ceil(input_len*(1+r))], output
-    lengths likewise; as in vLLM, both low ends are clamped to 1 token. Each request is its own session.
+    lengths likewise; the low ends are clamped to 1 token (vLLM clamps the output's; an empty prompt is no
+    request). Each request is its own session, and its own hashes follow the shared prefix's.
     """
     n = _check_int("random_stream", "num_prompts", num_prompts, 1)
     _check_int("random_stream", "input_len", input_len, 1)
