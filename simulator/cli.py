@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from simulator import queries, workload_queries
+from simulator import collective_queries, queries, workload_queries
 
 EXIT_USER_ERROR = 2
 
@@ -75,6 +75,22 @@ def _parser() -> argparse.ArgumentParser:
                       help="a kernel option of BRIEF's mechanisms, e.g. kda_decode_fused=true")
     step.add_argument("--json", action="store_true", help="print one JSON object")
 
+    codec = sub.add_parser("codec", help="an all-reduce codec's wire format (QuickReduce tiles)")
+    codec.add_argument("codec", help="fp, int8, int6, int4, int3 or fp4")
+    codec.add_argument("--json", action="store_true", help="print one JSON object")
+
+    coll = sub.add_parser("collective", help="time of a collective on a platform, or a sweep over sizes")
+    coll.add_argument("--hw", required=True, help="GPU (its 8-GPU platform) or platform name, e.g. mi355x, h200-2")
+    coll.add_argument("--tp", type=_positive_int, required=True, help="ranks in the group")
+    coll.add_argument("--op", default="allreduce", help="allreduce, allgather, reducescatter or alltoall")
+    coll.add_argument("--algo", default=None, help="ring, oneshot, twoshot, quickreduce (default: the engine's choice)")
+    coll.add_argument("--codec", default=None, help="QuickReduce codec: fp, int8, int6, int4, int3, fp4")
+    coll.add_argument("--bytes", default=None, metavar="SIZE", help="message size: 4KiB, 1MiB, 1GiB, 1e6")
+    coll.add_argument("--sweep", default=None, metavar="LOW:HIGH", help="every power of two, e.g. 4KiB:1GiB")
+    coll.add_argument("--launch", choices=["eager", "graph"], default="graph", help="launch mode (default graph)")
+    coll.add_argument("--out", default=None, metavar="DIR", help="with --sweep: write a plotly chart here")
+    coll.add_argument("--json", action="store_true", help="print one JSON object")
+
     kern = sub.add_parser("kernel", help="predict one kernel's time on one GPU")
     kern.add_argument("--hw", required=True, help="GPU name, e.g. mi355x, h200")
     kern.add_argument("kind", help="kernel kind: " + ", ".join(queries.kernel_kinds()))
@@ -127,6 +143,10 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             prefill=args.prefill, verify=args.verify, spec_depth=args.spec_depth,
             options=_parse_params(args.option))
         return result, f"Step: {args.model} on {args.hw}, TP{args.tp}"
+    if args.command == "codec":
+        return collective_queries.codec_query(args.codec), f"Codec {args.codec}"
+    if args.command == "collective":
+        return _collective(args)
     if args.command == "occupancy":
         result = queries.occupancy_query(args.hw, lds_bytes=args.lds_bytes, threads=args.threads,
                                          vgprs=args.vgprs)
@@ -137,6 +157,22 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
                                       calibration=args.calibration)
         return result, f"{args.kind} on {args.hw}"
     raise UserError(f"unknown command {args.command!r}")
+
+
+def _collective(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    if (args.bytes is None) == (args.sweep is None):
+        raise UserError("give exactly one of --bytes SIZE or --sweep LOW:HIGH")
+    if args.out and not args.sweep:
+        raise UserError("--out writes the sweep chart: give --sweep too")
+    if args.bytes is not None:
+        result = collective_queries.collective_query(args.hw, tp=args.tp, op=args.op, size=args.bytes,
+                                                     algo=args.algo, codec=args.codec, launch=args.launch)
+        return result, f"{args.op} on {result['platform']}, TP{args.tp}"
+    sizes = collective_queries.sweep_sizes(args.sweep)
+    sweep = collective_queries.collective_sweep(args.hw, tp=args.tp, op=args.op, sizes=sizes, launch=args.launch)
+    if args.out:
+        sweep["chart"] = str(collective_queries.write_sweep_chart(sweep, args.out))
+    return sweep, f"{args.op} sweep on {sweep['platform']}, TP{args.tp}: time and speedup over the ring"
 
 
 def _parse_params(items: Sequence[str]) -> dict[str, str]:
@@ -162,9 +198,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=False))
     else:
-        from simulator.tables import print_result
+        from simulator.tables import print_result, print_sweep
 
-        print_result(title, result)
+        if "rows" in result and "variants" in result:
+            print_sweep(title, result)
+        else:
+            print_result(title, result)
     return 0
 
 

@@ -33,10 +33,9 @@ def human(key: str, value: Any) -> str:
 
 def print_result(title: str, result: Mapping[str, Any]) -> None:
     """Scalars as a two-column table; lists of records and the sources as tables of their own."""
-    from rich.console import Console
     from rich.table import Table
 
-    console = Console()
+    console = _console()
     main = Table(title=title, show_header=False)
     main.add_column("key", style="bold")
     main.add_column("value", justify="right")
@@ -71,3 +70,39 @@ def _records_table(title: str, rows: Sequence[Mapping[str, Any]]) -> Any:
     for row in rows:
         table.add_row(*(human(c, row.get(c)) for c in columns))
     return table
+
+
+def print_sweep(title: str, sweep: Mapping[str, Any]) -> None:
+    """A sweep as one row per size: the ring's time, then each variant's speedup over it."""
+    from rich.table import Table
+
+    table = Table(title=title)
+    table.add_column("size", justify="right")
+    table.add_column("ring", justify="right")
+    others = [v for v in sweep["variants"] if v != "ring"]
+    for variant in others:
+        table.add_column(variant.replace("quickreduce-", "qr-"), justify="right")
+    for row in sweep["rows"]:
+        size = row["bytes"]
+        label = _size_label(size)
+        cells = [label, human("ring_time_s", row["ring_time_s"])]
+        cells += [f"{row[f'{v}_speedup']:.2f}x" for v in others]
+        table.add_row(*cells)
+    console = _console()
+    console.print(table)
+    if "chart" in sweep:
+        console.print(f"chart: {sweep['chart']}")
+
+
+def _size_label(size: int) -> str:
+    if size >= 2**30:
+        return f"{size / 2**30:g} GiB"
+    return f"{size / 2**20:g} MiB" if size >= 2**20 else f"{size / 1024:g} KiB"
+
+
+def _console() -> Any:
+    """A console as wide as the terminal, or 160 columns when writing to a pipe or file."""
+    from rich.console import Console
+
+    console = Console()
+    return console if console.is_terminal else Console(width=160)

@@ -1,0 +1,68 @@
+"""Predicted all-reduce latency against the published 8x MI300X RCCL and QuickReduce table (test only)."""
+
+from __future__ import annotations
+
+import csv
+import statistics
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+from hwmodels.calibration import load_calibration
+from hwmodels.interconnect import build_fabric
+from hwmodels.roofline import LaunchMode
+from hwmodels.spec import load_gpu, load_platform
+from workloads.codecs import Codec
+from workloads.collective_algorithms import Algorithm
+from workloads.collective_policy import collective_time
+from workloads.collectives import Collective, CollectiveOp
+
+TABLE = Path(__file__).parent / "published" / "mi300x-8_allreduce_mk1.csv"
+
+
+@dataclass(frozen=True)
+class PublishedRow:
+    """One published latency beside the model's prediction for it."""
+
+    label: str
+    size_bytes: int
+    measured_s: float
+    predicted_s: float
+
+    @property
+    def error(self) -> float:
+        return (self.predicted_s - self.measured_s) / self.measured_s
+
+
+def compare_mi300x(path: Path = TABLE, mode: LaunchMode = LaunchMode.EAGER) -> list[PublishedRow]:
+    """Each row of the MK1 table predicted on the mi300x-8 platform (the benchmark launched eagerly)."""
+    platform = load_platform("mi300x-8")
+    gpu = load_gpu(platform.gpu)
+    fabric, calib = build_fabric(platform, gpu), load_calibration(gpu.name)
+    rows = []
+    with path.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            algorithm = Algorithm(row["algorithm"])
+            codec = Codec.parse(row["codec"]) if row["codec"] else None
+            size = int(row["size_bytes"])
+            coll = Collective(CollectiveOp.ALL_REDUCE, size, int(row["world_size"]), "published")
+            predicted = collective_time(coll, fabric, gpu, calib, mode=mode, algorithm=algorithm, codec=codec)
+            rows.append(PublishedRow(row["label"], size, float(row["time_s"]), predicted.time_s))
+    return rows
+
+
+def main() -> int:
+    rows = compare_mi300x()
+    groups: dict[str, list[float]] = {}
+    print(f"{'series':8} {'size':>8} {'published us':>13} {'predicted us':>13} {'error':>8}")
+    for row in rows:
+        groups.setdefault(row.label, []).append(abs(row.error) * 100)
+        print(f"{row.label:8} {row.size_bytes / 2**10:7.0f}K {row.measured_s * 1e6:13.1f} "
+              f"{row.predicted_s * 1e6:13.1f} {row.error * 100:+7.1f}%")
+    for label, errors in groups.items():
+        print(f"{label:8} median |error| {statistics.median(errors):5.1f}%  max {max(errors):5.1f}%")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,142 @@
+"""Collective algorithms as phases of concurrent transfers and kernels, and their time on a fabric.
+
+All-reduce of S bytes (fp16/bf16) over n ranks:
+- ring (NCCL/RCCL): reduce-scatter then all-gather, 2(n-1) steps of S/n per rank; on a full mesh
+  the chunk is spread over n-1 rings so every link carries one (RCCL channels);
+- one-shot (vLLM custom AR): every rank reads the whole tensor of every peer, then reduces;
+- two-shot (vLLM custom AR): reduce-scatter then all-gather by direct peer reads of S/n slices;
+- QuickReduce: two-shot whose slices travel in a codec's tiles (BRIEF study A), with quantize,
+  dequantize-reduce-requantize and dequantize kernels.
+A phase's time is the slower of its transfers and its kernels (collective kernels move data and
+compute in one launch, so they overlap), plus one synchronization (the route's latency: flags).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from enum import Enum
+
+from hwmodels.calibration import Calibration
+from hwmodels.interconnect import Fabric, Transfer, gpu_node, transfer_finish_s
+from hwmodels.roofline import LaunchMode, launch_overhead_s, launches_time_s
+from hwmodels.spec import GPU, Topology
+from workloads.codecs import Codec
+from workloads.collectives import CollectiveOp
+from workloads.kernel_base import KernelKind
+from workloads.kernels import Dequantize, Elementwise, Quantize
+
+VALUE_BYTES = 2  # fp16 / bf16 activations
+
+
+class Algorithm(Enum):
+    """How a collective moves its data."""
+
+    RING = "ring"
+    ONE_SHOT = "oneshot"
+    TWO_SHOT = "twoshot"
+    QUICKREDUCE = "quickreduce"
+
+
+@dataclass(frozen=True)
+class Phase:
+    """Transfers that run together, the kernels that produce or consume them, and one synchronization."""
+
+    name: str
+    transfers: tuple[Transfer, ...]
+    kernels: tuple[KernelKind, ...] = ()
+    steps: int = 1  # identical repetitions (ring steps)
+
+
+@dataclass(frozen=True)
+class CollectiveTime:
+    """A collective's predicted time and the bytes each rank puts on the wire."""
+
+    time_s: float
+    wire_bytes_per_rank: float
+    algorithm: Algorithm
+    phases: tuple[tuple[str, float], ...]  # (name, seconds) including repetitions
+    launch_s: float
+
+
+def _peers(n: int, rank: int) -> list[int]:
+    return [r for r in range(n) if r != rank]
+
+
+def _ring_targets(fabric: Fabric, n: int) -> list[int]:
+    """Ring offsets in use: all n-1 on a full mesh (one ring per link), one neighbour otherwise."""
+    return list(range(1, n)) if fabric.topology is Topology.FULL_MESH else [1]
+
+
+def _ring_step(fabric: Fabric, n: int, chunk: float) -> tuple[Transfer, ...]:
+    offsets = _ring_targets(fabric, n)
+    share = chunk / len(offsets)
+    return tuple(Transfer(gpu_node(r), gpu_node((r + o) % n), share) for r in range(n) for o in offsets)
+
+
+def _all_to_peers(n: int, size_each: float) -> tuple[Transfer, ...]:
+    return tuple(Transfer(gpu_node(r), gpu_node(p), size_each) for r in range(n) for p in _peers(n, r))
+
+
+def allreduce_phases(algorithm: Algorithm, size_bytes: float, n: int, fabric: Fabric,
+                     codec: Codec = Codec.FP) -> list[Phase]:
+    """The phases of one all-reduce of `size_bytes` over ranks 0..n-1."""
+    values = int(size_bytes // VALUE_BYTES)
+    slice_bytes = size_bytes / n
+    if algorithm is Algorithm.RING:
+        reduce_slice = Elementwise(elements=max(1, values // n), inputs=2, dtype="bf16")
+        return [Phase("reduce-scatter step", _ring_step(fabric, n, slice_bytes), (reduce_slice,), steps=n - 1),
+                Phase("all-gather step", _ring_step(fabric, n, slice_bytes), steps=n - 1)]
+    if algorithm is Algorithm.ONE_SHOT:
+        reduce_all = Elementwise(elements=max(1, values), inputs=n, dtype="bf16")
+        return [Phase("read all peers", _all_to_peers(n, size_bytes), (reduce_all,))]
+    if algorithm is Algorithm.TWO_SHOT:
+        reduce_slice = Elementwise(elements=max(1, values // n), inputs=n, dtype="bf16")
+        return [Phase("reduce-scatter", _all_to_peers(n, slice_bytes), (reduce_slice,)),
+                Phase("all-gather", _all_to_peers(n, slice_bytes))]
+    wire = codec.wire_bytes(max(1, values // n))  # one rank's slice, in tiles
+    slice_values = max(1, values // n)
+    return [
+        Phase("quantize + scatter", _all_to_peers(n, wire),
+              (Quantize(values=max(1, values), codec=codec),)),
+        Phase("reduce + requantize + gather", _all_to_peers(n, wire),
+              (Dequantize(values=slice_values * n, codec=codec), Quantize(values=slice_values, codec=codec))),
+        Phase("dequantize", (), (Dequantize(values=max(1, values), codec=codec),)),
+    ]
+
+
+def gather_phases(op: CollectiveOp, size_bytes: float, n: int, fabric: Fabric) -> list[Phase]:
+    """All-gather (size = output), reduce-scatter (size = input) and all-to-all (size = input) as rings or direct."""
+    slice_bytes = size_bytes / n
+    if op is CollectiveOp.ALL_TO_ALL:
+        return [Phase("all-to-all", _all_to_peers(n, slice_bytes))]
+    kernels: tuple[KernelKind, ...] = ()
+    if op is CollectiveOp.REDUCE_SCATTER:
+        kernels = (Elementwise(elements=max(1, int(slice_bytes // VALUE_BYTES)), inputs=2, dtype="bf16"),)
+    return [Phase(f"{op.value} step", _ring_step(fabric, n, slice_bytes), kernels, steps=n - 1)]
+
+
+def wire_bytes_per_rank(phases: Sequence[Phase], n: int) -> float:
+    """Bytes rank 0 sends over all phases."""
+    return sum(p.steps * sum(t.size_bytes for t in p.transfers if t.src == gpu_node(0)) for p in phases)
+
+
+def phases_time(phases: Sequence[Phase], algorithm: Algorithm, fabric: Fabric, gpu: GPU, calib: Calibration,
+                mode: LaunchMode) -> CollectiveTime:
+    """Seconds of the phases on `fabric`: each the slower of its transfers and kernels, plus one launch."""
+    timed = []
+    for phase in phases:
+        link_s = max(transfer_finish_s(fabric, phase.transfers), default=0.0)
+        kernel_s = launches_time_s((w for k in phase.kernels for w in k.launches()), gpu, calib, mode)
+        # the collective is one launch: kernels' own launch overheads do not repeat inside it
+        kernel_s -= sum(len(k.launches()) for k in phase.kernels) * launch_overhead_s(gpu, calib, mode)
+        timed.append((phase.name, phase.steps * max(link_s, kernel_s)))
+    launch = launch_overhead_s(gpu, calib, mode)
+    n = fabric.gpus
+    return CollectiveTime(
+        time_s=launch + sum(t for _, t in timed),
+        wire_bytes_per_rank=wire_bytes_per_rank(phases, n),
+        algorithm=algorithm,
+        phases=tuple(timed),
+        launch_s=launch,
+    )
