@@ -73,6 +73,9 @@ def _parser() -> argparse.ArgumentParser:
     step.add_argument("--spec-depth", type=_non_negative_int, default=0, help="drafts per verifying sequence")
     step.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                       help="a kernel option of BRIEF's mechanisms, e.g. kda_decode_fused=true")
+    step.add_argument("--platform", default=None, help="the node (default: the GPU's 8-GPU platform)")
+    step.add_argument("--quickreduce", default=None, metavar="CODEC",
+                      help="enable QuickReduce all-reduce with this codec (ROCm): fp, int8, int6, int4, int3, fp4")
     step.add_argument("--json", action="store_true", help="print one JSON object")
 
     codec = sub.add_parser("codec", help="an all-reduce codec's wire format (QuickReduce tiles)")
@@ -141,7 +144,7 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         result = workload_queries.step_query(
             args.model, args.hw, tp=args.tp, dcp=args.dcp, ep=args.ep, decode=args.decode,
             prefill=args.prefill, verify=args.verify, spec_depth=args.spec_depth,
-            options=_parse_params(args.option))
+            options=_parse_params(args.option), platform=args.platform, quickreduce=args.quickreduce)
         return result, f"Step: {args.model} on {args.hw}, TP{args.tp}"
     if args.command == "codec":
         return collective_queries.codec_query(args.codec), f"Codec {args.codec}"

@@ -5,17 +5,20 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Mapping
 from enum import Enum
+from functools import lru_cache
 from typing import Any
 
 from hwmodels.calibration import load_calibration
-from hwmodels.roofline import kernel_time
-from hwmodels.spec import load_gpu
+from hwmodels.interconnect import build_fabric
+from hwmodels.spec import load_gpu, load_platform
 from simulator.queries import from_strings
+from workloads.codecs import Codec
 from workloads.deployment import Deployment, KernelOptions
 from workloads.memory import plan_memory
 from workloads.model import load_model, model_names
 from workloads.params import active_matmul_params, count_params
 from workloads.step import Batch, PrefillChunk, build_step, parse_shape
+from workloads.step_time import StepTimer
 
 
 def model_list() -> dict[str, Any]:
@@ -100,52 +103,68 @@ def memory_query(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, con
     }
 
 
+@lru_cache(maxsize=64)
+def step_timer(model: str, hw: str, platform: str, tp: int, dcp: int, ep: int,
+               options: tuple[tuple[str, str], ...], quickreduce: str | None) -> StepTimer:
+    """One StepTimer per deployment for the life of the process, so repeated queries hit its cache."""
+    deployment = Deployment(load_model(model), load_gpu(hw), tp=tp, dcp=dcp, ep=ep,
+                            options=from_strings(KernelOptions, dict(options), "option"))
+    spec = load_platform(platform)
+    if spec.gpu != deployment.gpu.name:
+        raise ValueError(f"platform {spec.name} holds {spec.gpu} GPUs, not {deployment.gpu.name}")
+    if tp > spec.gpus:
+        raise ValueError(f"tp={tp} needs more GPUs than {spec.name} has ({spec.gpus})")
+    return StepTimer(deployment, build_fabric(spec, deployment.gpu), load_calibration(deployment.gpu.name),
+                     quickreduce=Codec.parse(quickreduce) if quickreduce else None)
+
+
 def step_query(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, decode: str | None = None,
                prefill: str | None = None, verify: str | None = None, spec_depth: int = 0,
-               options: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """One engine step's kernel list summarised per family: launches, FLOP, bytes and kernel time."""
-    deployment = Deployment(load_model(model), load_gpu(hw), tp=tp, dcp=dcp, ep=ep,
-                            options=from_strings(KernelOptions, options or {}, "option"))
+               options: Mapping[str, str] | None = None, platform: str | None = None,
+               quickreduce: str | None = None) -> dict[str, Any]:
+    """One engine step: per-family launches, FLOP, bytes and time, collectives, and the total."""
+    from simulator.collective_queries import platform_for
+
+    timer = step_timer(model, hw, platform_for(platform or hw, tp), tp, dcp, ep,
+                       tuple(sorted((options or {}).items())), quickreduce)
     batch = _batch(decode, prefill, verify, spec_depth)
-    plan = build_step(batch, deployment)
-    calib = load_calibration(deployment.gpu.name)
-    mode = deployment.options.launch
+    hits_before = timer.hits
+    timed = timer.step_time(batch)
+    plan = build_step(batch, timer.deployment)
     families: dict[str, dict[str, float]] = {}
-    total_time = 0.0
     for item in plan.kernels:
         for work in item.kernel.launches():  # type: ignore[union-attr]
-            t = kernel_time(work, deployment.gpu, calib, mode)
             row = families.setdefault(work.family.value if work.family else "other",
                                       {"launches": 0, "flop": 0.0, "bytes": 0.0, "time_s": 0.0})
             row["launches"] += 1
             row["flop"] += work.flop
             row["bytes"] += work.bytes
-            row["time_s"] += t.time_s
-            total_time += t.time_s
-    collectives: dict[str, dict[str, float]] = {}
-    for item in plan.collectives:
-        c = item.collective
-        row = collectives.setdefault(f"{c.op.value} x{c.group_size}", {"count": 0, "payload_bytes": 0.0})  # type: ignore[union-attr]
-        row["count"] += 1
-        row["payload_bytes"] += c.payload_bytes  # type: ignore[union-attr]
+    for name, seconds in timed.by_family_s.items():
+        families[name]["time_s"] = seconds
+    d = timer.deployment
     return {
-        "model": deployment.model.name,
-        "hw": deployment.gpu.name,
+        "model": d.model.name,
+        "hw": d.gpu.name,
+        "platform": timer.fabric.name,
         "tp": tp,
         "dcp": dcp,
         "ep": ep,
         "batch": {"prefills": [[c.tokens, c.cached] for c in batch.prefills], "decodes": len(batch.decodes),
                   "verifies": len(batch.verifies), "spec_depth": batch.spec_depth},
         "tokens": batch.tokens,
-        "launch_mode": mode.value,
-        "kernel_launches": sum(int(r["launches"]) for r in families.values()),
+        "launch_mode": d.options.launch.value,
+        "kernel_launches": timed.kernel_launches,
         "flop": sum(r["flop"] for r in families.values()),
         "bytes": sum(r["bytes"] for r in families.values()),
-        "kernel_time_s": total_time,
-        "collective_time_s": None,  # the collective cost model comes with issue 4
+        "kernel_time_s": timed.kernel_s,
+        "collective_time_s": timed.collective_s,
+        "step_time_s": timed.total_s,
+        "overlap_collectives": d.options.overlap_collectives,
         "families": families,
-        "collectives": collectives,
-        "options": {f.name: _plain(getattr(deployment.options, f.name)) for f in dataclasses.fields(KernelOptions)},
+        "collectives": {name: {"time_s": t} for name, t in timed.by_collective_s.items()},
+        "cache": {"hit": timer.hits > hits_before, "hits": timer.hits, "misses": timer.misses,
+                  "bucket_tokens": timer.bucket_tokens},
+        "options": {f.name: _plain(getattr(d.options, f.name)) for f in dataclasses.fields(KernelOptions)},
     }
 
 

@@ -27,6 +27,7 @@ class KernelOptions:
     moe_output_dedup: bool = False  # mechanism 3: each rank projects only its own output coordinates
     moe_row_only_weights: bool = False  # mechanism 3: load only the routed-output rows a rank uses
     launch: LaunchMode = LaunchMode.GRAPH  # decode steps replay captured graphs in vLLM and SGLang
+    overlap_collectives: bool = False  # True: collectives run beside compute (a perfect-overlap bound)
 
     def __post_init__(self) -> None:
         if self.mla_num_splits < 1:

@@ -1,0 +1,138 @@
+"""Time of one engine step: its kernels and collectives in order on every rank, cached by batch shape.
+
+Ranks are symmetric (the busiest DCP rank is the one modelled), so a collective starts when the
+modelled rank reaches it and no rank waits on a slower one. Collectives serialize with compute
+unless the deployment overlaps them (`KernelOptions.overlap_collectives`): then the step takes the
+longer of the two streams, the optimistic bound of a perfect overlap.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from hwmodels.calibration import Calibration
+from hwmodels.interconnect import Fabric
+from hwmodels.roofline import kernel_time
+from workloads.codecs import Codec
+from workloads.collective_policy import collective_time
+from workloads.collectives import Collective
+from workloads.deployment import Deployment
+from workloads.kernel_base import KernelKind
+from workloads.step import Batch, PrefillChunk, StepPlan, build_step
+
+
+@dataclass(frozen=True)
+class StepTime:
+    """A step's time and its breakdown, in seconds."""
+
+    total_s: float
+    kernel_s: float
+    collective_s: float
+    by_family_s: dict[str, float]
+    by_collective_s: dict[str, float]  # keyed "allreduce:ring", "allgather:ring", ...
+    kernel_launches: int
+
+
+@dataclass
+class _Memo:
+    """Times of kernels and collectives already costed: a step repeats the same shapes layer after layer."""
+
+    kernels: dict[KernelKind, list[tuple[str, float]]] = field(default_factory=dict)
+    collectives: dict[Collective, tuple[str, float]] = field(default_factory=dict)
+
+
+def time_plan(plan: StepPlan, fabric: Fabric, calib: Calibration, quickreduce: Codec | None = None,
+              memo: _Memo | None = None) -> StepTime:
+    """Every kernel launch and collective of a step plan, timed and summed per family."""
+    d = plan.deployment
+    mode = d.options.launch
+    memo = memo if memo is not None else _Memo()
+    by_family: dict[str, float] = {}
+    by_collective: dict[str, float] = {}
+    kernel_s = collective_s = 0.0
+    launches = 0
+    for item in plan.items:
+        if item.kernel is not None:
+            timed = memo.kernels.get(item.kernel)
+            if timed is None:
+                timed = [(w.family.value if w.family else "other", kernel_time(w, d.gpu, calib, mode).time_s)
+                         for w in item.kernel.launches()]
+                memo.kernels[item.kernel] = timed
+            for family, t in timed:
+                by_family[family] = by_family.get(family, 0.0) + t
+                kernel_s += t
+            launches += len(timed)
+        elif item.collective is not None:
+            entry = memo.collectives.get(item.collective)
+            if entry is None:
+                result = collective_time(item.collective, fabric, d.gpu, calib, mode=mode, quickreduce=quickreduce)
+                entry = (f"{item.collective.op.value}:{result.algorithm.value}", result.time_s)
+                memo.collectives[item.collective] = entry
+            by_collective[entry[0]] = by_collective.get(entry[0], 0.0) + entry[1]
+            collective_s += entry[1]
+    total = max(kernel_s, collective_s) if d.options.overlap_collectives else kernel_s + collective_s
+    return StepTime(total, kernel_s, collective_s, by_family, by_collective, launches)
+
+
+def _bucket(value: int, size: int) -> int:
+    return -(-value // size) * size if value else 0
+
+
+@dataclass
+class StepTimer:
+    """Step times of one deployment, cached by a bucketed batch shape so the serving loop stays fast.
+
+    The key keeps the counts of prefills, decodes and verifies exactly and rounds token counts and
+    context lengths up to `bucket_tokens`; steps whose rounded shapes agree share one time. The
+    hit count, miss count and the wall seconds spent on misses are kept for the benchmark report.
+    """
+
+    deployment: Deployment
+    fabric: Fabric
+    calib: Calibration
+    quickreduce: Codec | None = None
+    bucket_tokens: int = 256
+    hits: int = 0
+    misses: int = 0
+    miss_wall_s: float = 0.0
+    _cache: dict[tuple, StepTime] = field(default_factory=dict, repr=False)
+    _memo: _Memo = field(default_factory=_Memo, repr=False)
+
+    def key(self, batch: Batch) -> tuple:
+        """The bucketed shape of a batch: what a cached step time is looked up by."""
+        b = self.bucket_tokens
+        prefills = tuple(sorted((_bucket(c.tokens, b), _bucket(c.cached, b)) for c in batch.prefills))
+        decodes = (len(batch.decodes), _bucket(sum(batch.decodes) // max(1, len(batch.decodes)), b))
+        verifies = (len(batch.verifies), _bucket(sum(batch.verifies) // max(1, len(batch.verifies)), b))
+        return prefills, decodes, verifies, batch.spec_depth
+
+    def step_time(self, batch: Batch) -> StepTime:
+        """The step's time: a dict lookup on a hit, the full kernel list on a miss."""
+        key = self.key(batch)
+        cached = self._cache.get(key)
+        if cached is not None:
+            self.hits += 1
+            return cached
+        start = time.perf_counter()
+        prefills, decodes, verifies, depth = key
+        representative = Batch(
+            prefills=tuple(PrefillChunk(t, c) for t, c in prefills),
+            decodes=(decodes[1],) * decodes[0],
+            verifies=(verifies[1],) * verifies[0],
+            spec_depth=depth,
+        )
+        result = time_plan(build_step(representative, self.deployment), self.fabric, self.calib, self.quickreduce,
+                           self._memo)
+        self._cache[key] = result
+        self.misses += 1
+        self.miss_wall_s += time.perf_counter() - start
+        return result
+
+    def step_time_s(self, batch: Batch) -> float:
+        return self.step_time(batch).total_s
+
+    @property
+    def hit_rate(self) -> float:
+        looked_up = self.hits + self.misses
+        return self.hits / looked_up if looked_up else 0.0
