@@ -9,7 +9,7 @@ from pathlib import Path
 from typing import Any
 
 from hwmodels.dtypes import Dtype
-from hwmodels.specfile import FieldError, load_record, read_yaml
+from hwmodels.specfile import FieldError, load_record, overlay_keys, read_yaml
 from hwmodels.work import Family
 
 CALIBRATION_DIR = Path(__file__).parent / "calibrations"
@@ -77,13 +77,14 @@ def _check_efficiency(key: str, value: float) -> None:
 
 
 def _deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str, Any]:
+    """Tables merge key by key; a quantity replaces every spelling of its field (`_us` over `_s`)."""
     merged = dict(base)
     for key, value in overlay.items():
         is_leaf = isinstance(value, Mapping) and set(value) == {"value", "source"}
         if isinstance(value, Mapping) and not is_leaf and isinstance(merged.get(key), Mapping):
             merged[key] = _deep_merge(merged[key], value)
         else:
-            merged[key] = value
+            merged = overlay_keys(Calibration, merged, {key: value})
     return merged
 
 

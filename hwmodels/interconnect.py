@@ -59,6 +59,15 @@ class Fabric:
     gpus: int
     topology: Topology
     links: dict[tuple[str, str], Link]
+    link_efficiency: float = 1.0  # usable share of the line rate already applied to every GPU link
+
+    def line_rate_bytes_per_s(self, ranks: int) -> float:
+        """Raw bandwidth out of rank 0 to the other members of a group of `ranks` (one direction)."""
+        if self.topology is Topology.FULL_MESH:
+            usable = sum(self.links[(gpu_node(0), gpu_node(r))].bandwidth_bytes_per_s for r in range(1, ranks))
+        else:
+            usable = self.gpu_bandwidth_bytes_per_s
+        return usable / self.link_efficiency
 
     def route(self, src: str, dst: str) -> tuple[Link, ...]:
         """The links a transfer crosses: one hop on a mesh or pair, two through a switch."""
@@ -102,7 +111,7 @@ def build_fabric(platform: Platform, gpu: GPU) -> Fabric:
     for i in range(n):
         add(gpu_node(i), host_node(i), gpu.host_link_bytes_per_s * PCIE_EFFICIENCY, 0.0)
         add(host_node(i), gpu_node(i), gpu.host_link_bytes_per_s * PCIE_EFFICIENCY, 0.0)
-    return Fabric(platform.name, n, platform.topology, links)
+    return Fabric(platform.name, n, platform.topology, links, platform.link_efficiency)
 
 
 def fair_rates(routes: Sequence[tuple[Link, ...]]) -> list[float]:

@@ -186,3 +186,12 @@ class FieldError(ValueError):
     def __init__(self, key: str, problem: str):
         self.key = key
         super().__init__(f"{problem}")
+
+
+def overlay_keys(cls: type, base: Mapping[str, Any], top: Mapping[str, Any]) -> dict[str, Any]:
+    """`base` updated by `top` at the top level, where a key of `top` replaces any spelling of its field."""
+    field_of = {spelled: name for f in dataclasses.fields(cls) for name in [f.name] for spelled in spellings(name)}
+    replaced = {field_of.get(key, key) for key in top}
+    merged = {key: value for key, value in base.items() if field_of.get(key, key) not in replaced}
+    merged.update(top)
+    return merged

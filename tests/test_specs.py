@@ -172,3 +172,10 @@ def test_calibration_rejects_unknown_family(write_yaml):
     overlay = write_yaml({"compute_efficiency": {"gemmm": {"bf16": {"value": 0.5, "source": "x"}}}})
     with pytest.raises(SpecError, match=r"compute_efficiency\.gemmm: unknown name \(valid: .*gemm"):
         load_calibration("h200", str(overlay))
+
+
+def test_an_overlay_replaces_every_spelling_of_a_field(write_yaml):
+    overlay = write_yaml({"launch_eager_s": {"value": 7.0e-6, "source": "measured"}})
+    calib = load_calibration("h200", str(overlay))
+    assert calib.launch_eager_s == pytest.approx(7e-6)
+    assert calib.sources["launch_eager_s"] == "measured"

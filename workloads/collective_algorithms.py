@@ -1,8 +1,9 @@
 """Collective algorithms as phases of concurrent transfers and kernels, and their time on a fabric.
 
 All-reduce of S bytes (fp16/bf16) over n ranks:
-- ring (NCCL/RCCL): reduce-scatter then all-gather, 2(n-1) steps of S/n per rank; on a full mesh
-  the chunk is spread over n-1 rings so every link carries one (RCCL channels);
+- ring (NCCL/RCCL): reduce-scatter then all-gather, 2(n-1) steps of S/n per rank over all of a
+  GPU's links to the group (channels), at the latency and bandwidth share of the library protocol
+  the size selects (hwmodels/library.py); the phases below describe its transfers for byte counts;
 - one-shot (vLLM custom AR): every rank reads the whole tensor of every peer, then reduces;
 - two-shot (vLLM custom AR): reduce-scatter then all-gather by direct peer reads of S/n slices;
 - QuickReduce: two-shot whose slices travel in a codec's tiles (BRIEF study A), with quantize,
@@ -19,6 +20,7 @@ from enum import Enum
 
 from hwmodels.calibration import Calibration
 from hwmodels.interconnect import Fabric, Transfer, gpu_node, transfer_finish_s
+from hwmodels.library import CollectiveLibrary
 from hwmodels.roofline import LaunchMode, launch_overhead_s, launches_time_s
 from hwmodels.spec import GPU, Topology
 from workloads.codecs import Codec
@@ -114,6 +116,19 @@ def gather_phases(op: CollectiveOp, size_bytes: float, n: int, fabric: Fabric) -
     if op is CollectiveOp.REDUCE_SCATTER:
         kernels = (Elementwise(elements=max(1, int(slice_bytes // VALUE_BYTES)), inputs=2, dtype="bf16"),)
     return [Phase(f"{op.value} step", _ring_step(fabric, n, slice_bytes), kernels, steps=n - 1)]
+
+
+def ring_time(op: CollectiveOp, size_bytes: float, n: int, fabric: Fabric, library: CollectiveLibrary,
+              launch_s: float) -> CollectiveTime:
+    """A vendor library's ring (NCCL/RCCL): steps x protocol latency + wire bytes at the protocol's share.
+
+    The per-step reductions of a ring run inside the library's kernel, hidden behind the transfers.
+    """
+    steps = 2 * (n - 1) if op is CollectiveOp.ALL_REDUCE else n - 1
+    wire = steps * size_bytes / n
+    fixed_s, step_s, efficiency = library.protocol(size_bytes)
+    link_s = fixed_s + steps * step_s + wire / (fabric.line_rate_bytes_per_s(n) * efficiency)
+    return CollectiveTime(launch_s + link_s, wire, Algorithm.RING, (("ring", link_s),), launch_s)
 
 
 def wire_bytes_per_rank(phases: Sequence[Phase], n: int) -> float:

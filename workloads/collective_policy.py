@@ -15,7 +15,8 @@ from dataclasses import dataclass
 
 from hwmodels.calibration import Calibration
 from hwmodels.interconnect import Fabric
-from hwmodels.roofline import LaunchMode
+from hwmodels.library import load_library
+from hwmodels.roofline import LaunchMode, launch_overhead_s
 from hwmodels.spec import GPU, Topology, Vendor
 from workloads.codecs import Codec
 from workloads.collective_algorithms import (
@@ -24,6 +25,7 @@ from workloads.collective_algorithms import (
     allreduce_phases,
     gather_phases,
     phases_time,
+    ring_time,
 )
 from workloads.collectives import Collective, CollectiveOp
 
@@ -76,12 +78,14 @@ def collective_time(collective: Collective, fabric: Fabric, gpu: GPU, calib: Cal
     n, size = collective.group_size, collective.payload_bytes
     if n > fabric.gpus:
         raise ValueError(f"a group of {n} ranks does not fit on {fabric.name} ({fabric.gpus} GPUs)")
+    if collective.op is CollectiveOp.ALL_REDUCE and algorithm is None:
+        choice = select_allreduce(size, n, gpu, fabric, quickreduce)
+        algorithm, codec = choice.algorithm, choice.codec
+    algorithm = algorithm or Algorithm.RING
+    if algorithm is Algorithm.RING and collective.op is not CollectiveOp.ALL_TO_ALL:
+        return ring_time(collective.op, size, n, fabric, load_library(fabric.name), launch_overhead_s(gpu, calib, mode))
     if collective.op is CollectiveOp.ALL_REDUCE:
-        if algorithm is None:
-            choice = select_allreduce(size, n, gpu, fabric, quickreduce)
-            algorithm, codec = choice.algorithm, choice.codec
         phases = allreduce_phases(algorithm, size, n, fabric, codec or Codec.FP)
     else:
-        algorithm = algorithm or Algorithm.RING
         phases = gather_phases(collective.op, size, n, fabric)
     return phases_time(phases, algorithm, fabric, gpu, calib, mode)

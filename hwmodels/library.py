@@ -1,0 +1,63 @@
+"""A collective library's protocols (NCCL/RCCL): per-step latency and bandwidth share, by message size.
+
+Libraries switch protocols with size: a low-latency one for small messages (NCCL LL/LL128, which
+spend part of every line on flags) and a bulk one for large messages (Simple). A ring collective of
+`steps` steps moving `wire` bytes per rank then takes
+
+    latency_s(p) + steps * step_latency_s(p) + wire / (raw_gpu_bandwidth * efficiency(p)),
+
+with p the protocol for the size: a fixed cost per collective (kernel start, setup, the final
+flag round), one per step, and the bytes at the protocol's share of the line rate.
+
+Defaults are assumptions (calibrations/libraries/default.yaml); a platform's own file, fitted to its
+measurements by `python -m validation.calibrate_links`, overlays them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from functools import cache
+from pathlib import Path
+
+from hwmodels.specfile import FieldError, load_record, overlay_keys, read_yaml
+
+LIBRARY_DIR = Path(__file__).parent / "calibrations" / "libraries"
+
+
+@dataclass(frozen=True)
+class CollectiveLibrary:
+    """Latency and bandwidth share of the two protocol regimes of a vendor collective library."""
+
+    name: str
+    small_latency_s: float
+    small_step_latency_s: float
+    small_efficiency: float
+    large_latency_s: float
+    large_step_latency_s: float
+    large_efficiency: float
+    protocol_switch_bytes: float  # messages of at least this size use the large-message protocol
+    sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    def __post_init__(self) -> None:
+        for key in ("small_efficiency", "large_efficiency"):
+            if not 0 < getattr(self, key) <= 1:
+                raise FieldError(key, f"must be in (0, 1], got {getattr(self, key)}")
+
+    def protocol(self, size_bytes: float) -> tuple[float, float, float]:
+        """(fixed latency s, latency per step s, bandwidth share) for a message of `size_bytes`."""
+        if size_bytes >= self.protocol_switch_bytes:
+            return self.large_latency_s, self.large_step_latency_s, self.large_efficiency
+        return self.small_latency_s, self.small_step_latency_s, self.small_efficiency
+
+
+@cache
+def load_library(platform_name: str) -> CollectiveLibrary:
+    """The default library calibration, overlaid with the platform's fitted file if there is one."""
+    raw = dict(read_yaml(LIBRARY_DIR / "default.yaml"))
+    where = LIBRARY_DIR / "default.yaml"
+    own = LIBRARY_DIR / f"{platform_name}.yaml"
+    if own.exists():
+        raw = overlay_keys(CollectiveLibrary, raw, read_yaml(own))
+        where = own
+    return load_record(CollectiveLibrary, raw, where)
