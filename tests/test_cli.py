@@ -140,3 +140,43 @@ def test_workload_user_errors(capsys, argv, message):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+def test_a_second_identical_step_is_served_from_the_cache(capsys):
+    argv = ("step", "--model", "qwen3-32b", "--hw", "h200", "--tp", "2", "--platform", "h200-2", "--decode", "8x1000")
+    first = run_json(capsys, *argv)
+    second = run_json(capsys, *argv)
+    assert first["step_time_s"] == second["step_time_s"] > 0
+    assert second["cache"]["hit"] and second["cache"]["hits"] == first["cache"]["hits"] + 1
+    assert second["collective_time_s"] > 0 and "allreduce:oneshot" in second["collectives"]
+    assert second["step_time_s"] == pytest.approx(second["kernel_time_s"] + second["collective_time_s"])
+
+
+def test_collective_and_codec_commands(capsys, tmp_path):
+    assert run_json(capsys, "codec", "int3")["tile_bytes"] == 896
+    one = run_json(capsys, "collective", "--hw", "mi355x", "--tp", "8", "--op", "allreduce", "--algo", "quickreduce",
+                   "--codec", "int4", "--bytes", "64MiB")
+    assert one["wire_bytes_per_rank"] == pytest.approx(2 * 7 / 8 * (64 * 2**20 / 4096) * 1152)
+    sweep = run_json(capsys, "collective", "--hw", "h200-2", "--tp", "2", "--sweep", "4KiB:1MiB",
+                     "--out", str(tmp_path))
+    assert [r["bytes"] for r in sweep["rows"]] == [2**e for e in range(12, 21)]
+    assert all(r["ring_speedup"] == 1.0 for r in sweep["rows"])
+    chart = tmp_path / "collective-h200-2-tp2-allreduce.html"
+    assert chart.exists() and "plotly" in chart.read_text()[:20000].lower()
+    assert not list(tmp_path.glob("*.tmp"))
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["collective", "--hw", "h200-2", "--tp", "4", "--bytes", "1MiB"], "--tp must be in 2..2 on h200-2"),
+    (["collective", "--hw", "mi355x", "--tp", "8", "--op", "allreduce", "--algo", "quickreduce", "--bytes", "1MiB"],
+     "--algo quickreduce needs --codec"),
+    (["collective", "--hw", "mi355x", "--tp", "8", "--bytes", "1MiB", "--algo", "tree"], "unknown algorithm 'tree'"),
+    (["collective", "--hw", "mi355x", "--tp", "8", "--bytes", "1XB"], "cannot read size '1XB'"),
+    (["collective", "--hw", "mi355x", "--tp", "8"], "give exactly one of --bytes SIZE or --sweep LOW:HIGH"),
+    (["codec", "int5"], "unknown codec 'int5' (valid: fp, int8, int6, int4, int3, fp4)"),
+    (["collective", "--hw", "a100", "--tp", "8", "--bytes", "1MiB"], "no platform for 'a100'"),
+])
+def test_collective_user_errors(capsys, argv, message):
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1

@@ -1,0 +1,54 @@
+"""Step time: kernels and collectives in order, the overlap switch, and the bucketed cache."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from hwmodels.calibration import load_calibration
+from hwmodels.interconnect import build_fabric
+from hwmodels.spec import load_gpu, load_platform
+from workloads.deployment import Deployment, KernelOptions
+from workloads.model import load_model
+from workloads.step import Batch, build_step
+from workloads.step_time import StepTimer, time_plan
+
+GPU = load_gpu("h200")
+FABRIC = build_fabric(load_platform("h200-8"), GPU)
+CALIB = load_calibration("h200")
+LLAMA = Deployment(load_model("llama-3.1-70b"), GPU, tp=8)
+
+
+def test_step_time_is_kernels_plus_collectives_unless_overlapped():
+    batch = Batch(decodes=(4000,) * 32)
+    serial = time_plan(build_step(batch, LLAMA), FABRIC, CALIB)
+    assert serial.total_s == pytest.approx(serial.kernel_s + serial.collective_s)
+    assert serial.collective_s > 0 and serial.kernel_launches > 80 * 5
+    overlapped = time_plan(build_step(batch, replace(LLAMA, options=KernelOptions(overlap_collectives=True))),
+                           FABRIC, CALIB)
+    assert overlapped.total_s == pytest.approx(max(serial.kernel_s, serial.collective_s))
+    assert sum(serial.by_family_s.values()) == pytest.approx(serial.kernel_s)
+
+
+def test_the_cache_hits_on_the_same_bucketed_shape_and_misses_on_a_new_one():
+    timer = StepTimer(LLAMA, FABRIC, CALIB, bucket_tokens=256)
+    first = timer.step_time(Batch(decodes=(1000,) * 16))
+    again = timer.step_time(Batch(decodes=(1010,) * 16))  # same 256-token bucket
+    other = timer.step_time(Batch(decodes=(1300,) * 16))
+    assert (timer.hits, timer.misses) == (1, 2)
+    assert first is again and other.total_s > first.total_s
+    assert timer.hit_rate == pytest.approx(1 / 3) and timer.miss_wall_s > 0
+
+
+def test_a_cached_time_equals_the_time_of_its_bucketed_shape():
+    timer = StepTimer(LLAMA, FABRIC, CALIB, bucket_tokens=256)
+    cached = timer.step_time(Batch(decodes=(1000,) * 16)).total_s
+    direct = time_plan(build_step(Batch(decodes=(1024,) * 16), LLAMA), FABRIC, CALIB).total_s
+    assert cached == pytest.approx(direct)
+
+
+def test_more_context_never_makes_a_step_faster():
+    timer = StepTimer(LLAMA, FABRIC, CALIB)
+    times = [timer.step_time_s(Batch(decodes=(ctx,) * 32)) for ctx in (1000, 4000, 16000, 64000)]
+    assert times == sorted(times)
