@@ -52,3 +52,16 @@ def test_more_context_never_makes_a_step_faster():
     timer = StepTimer(LLAMA, FABRIC, CALIB)
     times = [timer.step_time_s(Batch(decodes=(ctx,) * 32)) for ctx in (1000, 4000, 16000, 64000)]
     assert times == sorted(times)
+
+
+def test_grouping_layers_by_signature_gives_the_full_plan_time():
+    from workloads.step_time import time_batch
+
+    k3 = Deployment(load_model("kimi-k3"), load_gpu("mi355x"), tp=8)
+    fabric, calib = build_fabric(load_platform("mi355x-8"), k3.gpu), load_calibration("mi355x")
+    batch = Batch(decodes=(20000,) * 48, verifies=(9000,) * 3, spec_depth=2)
+    full = time_plan(build_step(batch, k3), fabric, calib)
+    grouped = time_batch(batch, k3, fabric, calib)
+    assert grouped.total_s == pytest.approx(full.total_s)
+    assert grouped.kernel_launches == full.kernel_launches
+    assert grouped.by_family_s == pytest.approx(full.by_family_s)

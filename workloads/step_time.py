@@ -19,7 +19,7 @@ from workloads.collective_policy import collective_time
 from workloads.collectives import Collective
 from workloads.deployment import Deployment
 from workloads.kernel_base import KernelKind
-from workloads.step import Batch, PrefillChunk, StepPlan, build_step
+from workloads.step import Batch, PrefillChunk, StepPlan
 
 
 @dataclass(frozen=True)
@@ -75,6 +75,47 @@ def time_plan(plan: StepPlan, fabric: Fabric, calib: Calibration, quickreduce: C
     return StepTime(total, kernel_s, collective_s, by_family, by_collective, launches)
 
 
+def time_batch(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Calibration,
+               quickreduce: Codec | None = None, memo: _Memo | None = None) -> StepTime:
+    """The time of `batch` without listing every layer: layers with the same signature cost the same.
+
+    Equals `time_plan(build_step(batch, deployment), ...)`: a layer's items depend only on its mixer,
+    whether it is an MoE layer, and whether (and with how many sources) it starts an AttnRes block.
+    """
+    from workloads.layers import layer_items, post_stack_items, pre_stack_items
+
+    m = deployment.model
+    groups: dict[tuple, list[int]] = {}
+    for layer in range(1, m.layers + 1):
+        starts_block = bool(m.attnres_block_size) and layer > 1 and (layer - 1) % m.attnres_block_size == 0
+        sources = (layer - 1) // m.attnres_block_size + 1 if starts_block else 0
+        groups.setdefault((m.mixer(layer), m.is_moe_layer(layer), sources), []).append(layer)
+    memo = memo if memo is not None else _Memo()
+    parts = [time_plan(StepPlan(deployment, batch, tuple(pre_stack_items(batch, deployment))
+                                + tuple(post_stack_items(batch, deployment))), fabric, calib, quickreduce, memo)]
+    weights = [1]
+    for layers in groups.values():
+        items = tuple(layer_items(layers[0], batch, deployment))
+        parts.append(time_plan(StepPlan(deployment, batch, items), fabric, calib, quickreduce, memo))
+        weights.append(len(layers))
+    return _combine(parts, weights, deployment)
+
+
+def _combine(parts: list[StepTime], weights: list[int], deployment: Deployment) -> StepTime:
+    kernel_s = sum(w * p.kernel_s for p, w in zip(parts, weights, strict=True))
+    collective_s = sum(w * p.collective_s for p, w in zip(parts, weights, strict=True))
+    by_family: dict[str, float] = {}
+    by_collective: dict[str, float] = {}
+    for part, weight in zip(parts, weights, strict=True):
+        for key, value in part.by_family_s.items():
+            by_family[key] = by_family.get(key, 0.0) + weight * value
+        for key, value in part.by_collective_s.items():
+            by_collective[key] = by_collective.get(key, 0.0) + weight * value
+    launches = sum(w * p.kernel_launches for p, w in zip(parts, weights, strict=True))
+    total = max(kernel_s, collective_s) if deployment.options.overlap_collectives else kernel_s + collective_s
+    return StepTime(total, kernel_s, collective_s, by_family, by_collective, launches)
+
+
 def _bucket(value: int, size: int) -> int:
     return -(-value // size) * size if value else 0
 
@@ -122,8 +163,7 @@ class StepTimer:
             verifies=(verifies[1],) * verifies[0],
             spec_depth=depth,
         )
-        result = time_plan(build_step(representative, self.deployment), self.fabric, self.calib, self.quickreduce,
-                           self._memo)
+        result = time_batch(representative, self.deployment, self.fabric, self.calib, self.quickreduce, self._memo)
         self._cache[key] = result
         self.misses += 1
         self.miss_wall_s += time.perf_counter() - start
