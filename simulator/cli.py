@@ -24,6 +24,16 @@ def _parser() -> argparse.ArgumentParser:
     )
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
+    run = sub.add_parser("run", help="simulate serving a scenario (default: Kimi K3 on 8x MI355X, agentic)")
+    run.add_argument("scenario", nargs="?", default=None, help="scenario YAML (default: the built-in default)")
+    run.add_argument("--overlay", action="append", default=[], metavar="YAML",
+                     help="a design-change overlay merged onto the scenario; repeat to stack")
+    run.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", dest="sets",
+                     help="one scenario value, e.g. --set parallel.dcp=8")
+    run.add_argument("--out", default=None, metavar="DIR",
+                     help="write summary.json, requests.csv, steps.csv and report.html here")
+    run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+
     hw = sub.add_parser("hw", help="hardware specs: GPUs and platforms")
     hw_sub = hw.add_subparsers(dest="hw_command", required=True, metavar="ACTION")
     hw_list = hw_sub.add_parser("list", help="list GPU and platform specs")
@@ -126,6 +136,8 @@ def _positive_int(text: str) -> int:
 
 def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     """(JSON result, table title) of the command."""
+    if args.command == "run":
+        return _run_scenario(args)
     if args.command == "hw" and args.hw_command == "list":
         return queries.hw_list(), "Hardware specs"
     if args.command == "hw":
@@ -160,6 +172,20 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
                                       calibration=args.calibration)
         return result, f"{args.kind} on {args.hw}"
     raise UserError(f"unknown command {args.command!r}")
+
+
+def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    from simulator.progress import run_with_progress
+    from simulator.scenario import load_scenario
+
+    scenario = load_scenario(args.scenario, args.overlay, args.sets)
+    result = run_with_progress(scenario)
+    if args.out:
+        from simulator.outputs import write_outputs
+
+        written = write_outputs(result, args.out)
+        print(f"infersim: wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
+    return result.summary, f"infersim run: {scenario.name}"
 
 
 def _collective(args: argparse.Namespace) -> tuple[dict[str, Any], str]:

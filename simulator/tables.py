@@ -16,8 +16,12 @@ def human(key: str, value: Any) -> str:
         return f"{value / 1e9:,.1f} GB/s"
     if key.endswith("_flop_per_s"):
         return f"{value / 1e12:,.1f} TFLOP/s"
+    if "_per_s" in key:
+        return f"{value:,.1f}"  # a rate whose unit the key spells (tok/s, tok/s per GPU)
     if key.endswith("_s"):
-        return f"{value * 1e6:,.2f} µs" if value < 1e-2 else f"{value * 1e3:,.3f} ms"
+        if value < 1e-2:
+            return f"{value * 1e6:,.2f} µs"
+        return f"{value * 1e3:,.3f} ms" if value < 1 else f"{value:,.2f} s"
     if key.endswith("bytes"):
         if value < 2**20:
             return f"{value:,.0f} B"

@@ -1,4 +1,4 @@
-"""The per-rank timing code of `validation.measure_collectives`, which runs on the GPUs (torch imported inside functions)."""
+"""The per-rank timing code of `validation.measure_collectives`, which runs on the GPUs; torch is imported lazily."""
 
 from __future__ import annotations
 
@@ -368,4 +368,3 @@ def p2p_copy(src_dev: int, dst_dev: int, size_bytes: int = P2P_BYTES) -> list[fl
     for d in (src_dev, dst_dev):
         torch.cuda.synchronize(d)
     return times
-

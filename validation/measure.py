@@ -4,16 +4,17 @@
     python -m validation.measure --suite gemm --list        # the planned cases, no GPU needed
 
 This module holds what needs no GPU: the cases of each suite with their exact FLOP and minimal
-HBM byte counts (counted before anything is timed), the summary statistics, the CSV layout and
-the atomic writer. The timing code is in `validation.measure_suites`, which imports torch and
-triton; it is imported only when a GPU run starts, so `import validation.measure` works without
-either.
+HBM byte counts (counted before anything is timed), the summary statistics, the CSV layout, the
+atomic writers and the choice of output folder. The timing code is in `validation.measure_suites`,
+which imports torch and triton; it is imported only when a GPU run starts, so
+`import validation.measure` works without either.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
+import io
 import math
 import os
 import sys
@@ -309,18 +310,34 @@ def write_csv_atomic(path: Path, header: Sequence[str], rows: Sequence[dict[str,
     unknown = sorted({key for row in rows for key in row} - set(header))
     if unknown:
         raise ValueError(f"row keys not in the {path.name} header: {unknown}")
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(header)
+    writer.writerows([_cell(row.get(col)) for col in header] for row in rows)
+    write_text_atomic(path, buf.getvalue())
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write text to path unchanged through a temporary file in the same folder, then rename it into place."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
     try:
         with os.fdopen(fd, "w", newline="") as f:
-            writer = csv.writer(f)
-            writer.writerow(header)
-            for row in rows:
-                writer.writerow([_cell(row.get(col)) for col in header])
+            f.write(text)
         os.replace(tmp, path)
     except BaseException:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def output_folder(out: Path | None, prog: str) -> Path | None:
+    """`out`, else $OUT, created if missing; None, with the reason on stderr prefixed by prog, if neither is set."""
+    out = out if out is not None else (Path(os.environ["OUT"]) if os.environ.get("OUT") else None)
+    if out is None:
+        print(f"{prog}: no output folder: pass --out DIR or set $OUT", file=sys.stderr)
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+    return out
 
 
 def _shape_text(row: dict[str, object], suite: str) -> str:
@@ -370,11 +387,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             for case in CASES[suite]():
                 print(suite, case_row(case))
         return 0
-    out = args.out if args.out is not None else (Path(os.environ["OUT"]) if os.environ.get("OUT") else None)
+    out = output_folder(args.out, "measure")
     if out is None:
-        print("measure: no output folder: pass --out DIR or set $OUT", file=sys.stderr)
         return 2
-    out.mkdir(parents=True, exist_ok=True)
     try:
         import torch
     except ImportError:

@@ -1,0 +1,342 @@
+"""A paged KV block manager with a prefix cache, after vLLM v1's BlockPool and KVCacheManager.
+
+Blocks hold `block_tokens` tokens. A full prompt block is keyed by its chained prefix hash
+(reference/formats_and_tools.md §2.7), so a prefix hit is the unbroken run of cached hashes from block 0.
+A block is used (reference count > 0), free-but-cached (count 0, hash kept, in the LRU that eviction
+takes from, least recently freed first), or never used (count 0, no hash). New blocks come from the
+never-used pool first and evict cached ones only when it is empty.
+
+Simplifications, each a deliberate departure from vLLM v1:
+- A new full prompt block's hash is registered at allocation. vLLM registers it once the block's
+  tokens are computed, so here a request admitted during another's prefill can hit blocks whose KV is
+  still being written; the simulator is assumed to let it wait on them rather than recompute.
+- Blocks filled by generated tokens get no hash (vLLM hashes them once full, so a next turn could hit
+  the previous answer). This matches `workloads.traces.theoretical_prefix_reuse`, which counts only
+  blocks that earlier prompts had.
+- A fully cached prompt reports tokens - 1 cached tokens (vLLM always recomputes at least the last
+  prompt token to get its logits). vLLM itself rounds that cap down to whole blocks, and so recomputes
+  the whole last block of a block-aligned prompt: 32 tokens for a cached 48-token prompt, not 47.
+- A new block whose hash is already cached (possible only after a chain was evicted out of order)
+  stays unhashed; vLLM would keep both copies under the one hash.
+
+KDA layers (BRIEF.md study B, mechanism 2) can resume only where a recurrent-state checkpoint was
+saved: `checkpoint_tokens` rounds every hit down to a multiple of the checkpoint interval.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Sequence
+from typing import cast
+
+import numpy as np
+
+_FIRST_UNLIMITED_BLOCKS = 1024  # initial size of an unlimited cache's per-block arrays; they double as needed
+_FIRST_QUEUE_ENTRIES = 1024  # initial size of the LRU's entry arrays; they double as needed
+
+
+def _check_positive(name: str, value: object) -> int:
+    """Raise ValueError naming `name` unless value is an integer >= 1 (bools refused)."""
+    if type(value) is int and value >= 1:  # the hot path in a serving loop; isinstance on an ABC is slow
+        return value
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"KVCache.{name} must be an integer, got {value!r}")
+    if value < 1:
+        raise ValueError(f"KVCache.{name} must be >= 1, got {value}")
+    return int(value)
+
+
+def _as_keys(hashes: np.ndarray | Sequence[int]) -> list[int]:
+    """Hashes as Python ints, converted once per call so dict look-ups are fast."""
+    if isinstance(hashes, np.ndarray):
+        return hashes.tolist()
+    return list(map(int, hashes))
+
+
+def _leading(found: list[int | None]) -> int:
+    """Length of the run of found blocks from index 0 (found[i] is None for a miss)."""
+    try:
+        return found.index(None)
+    except ValueError:
+        return len(found)
+
+
+class KVCache:
+    """Paged KV blocks shared between sequences through a prefix cache; None capacity never evicts."""
+
+    def __init__(self, capacity_blocks: int | None, block_tokens: int = 16, *,
+                 checkpoint_tokens: int | None = None) -> None:
+        self._block_tokens = _check_positive("block_tokens", block_tokens)
+        self._checkpoint_tokens = (None if checkpoint_tokens is None
+                                   else _check_positive("checkpoint_tokens", checkpoint_tokens))
+        if capacity_blocks is None:
+            self._capacity: int | None = None
+            size = _FIRST_UNLIMITED_BLOCKS
+            self._never_used: list[int] = []  # a stack: blocks are taken from the end
+            self._next_block = 0  # an unlimited cache makes block ids on demand
+        else:
+            self._capacity = size = _check_positive("capacity_blocks", capacity_blocks)
+            self._never_used = list(range(size - 1, -1, -1))  # so blocks are handed out as 0, 1, 2, ...
+            self._next_block = size
+        self._refs = np.zeros(size, dtype=np.int64)  # running sequences holding each block
+        self._hashed = np.zeros(size, dtype=bool)  # whether each block is keyed in the prefix cache
+        self._freed_at = np.zeros(size, dtype=np.int64)  # the release stamp of each block's latest LRU entry
+        self._block_hash: dict[int, int] = {}  # block -> its prefix hash
+        self._cached: dict[int, int] = {}  # prefix hash -> block (used or free-cached)
+        # The LRU is a FIFO of (block, release stamp) entries in release order. Reviving or re-freeing a block
+        # leaves its old entry stale rather than searching for it, and eviction skips stale entries, so every
+        # operation is vectorized and O(1) per block; an OrderedDict costs ~10x more per block.
+        self._lru_blocks = np.zeros(_FIRST_QUEUE_ENTRIES, dtype=np.int64)
+        self._lru_stamps = np.zeros(_FIRST_QUEUE_ENTRIES, dtype=np.int64)
+        self._lru_head = self._lru_tail = 0  # live entries lie in [head, tail)
+        self._clock = 0  # release stamps handed out so far
+        self._evictable = 0  # free-cached blocks (live LRU entries)
+        self._seqs: dict[int, list[int]] = {}  # running sequence -> its blocks in token order
+        self._used = 0
+        self.hits_tokens = 0  # prompt tokens served from the cache, summed over admitted sequences
+        self.lookups_tokens = 0  # prompt tokens of admitted sequences
+        self.evictions = 0  # free-cached blocks reclaimed for new data
+        self.preemptions = 0
+
+    @classmethod
+    def unlimited(cls, block_tokens: int = 16, *, checkpoint_tokens: int | None = None) -> KVCache:
+        """A cache that never runs out and never evicts: the theoretical-reuse reference."""
+        return cls(None, block_tokens, checkpoint_tokens=checkpoint_tokens)
+
+    @property
+    def capacity_blocks(self) -> int | None:
+        """Blocks in the pool; None for an unlimited cache."""
+        return self._capacity
+
+    @property
+    def block_tokens(self) -> int:
+        """Tokens per block."""
+        return self._block_tokens
+
+    @property
+    def used_blocks(self) -> int:
+        """Blocks held by at least one running sequence."""
+        return self._used
+
+    @property
+    def cached_free_blocks(self) -> int:
+        """Blocks no sequence holds whose KV is kept for prefix hits until evicted."""
+        return self._evictable
+
+    @property
+    def free_blocks(self) -> int | float:
+        """Blocks a new allocation could take (never used + evictable); math.inf when unlimited."""
+        if self._capacity is None:
+            return math.inf
+        return len(self._never_used) + self._evictable
+
+    @property
+    def running(self) -> int:
+        """Sequences currently holding blocks."""
+        return len(self._seqs)
+
+    def usage(self) -> float:
+        """Fraction of the pool held by running sequences (0.0 for an unlimited cache, which is never full)."""
+        return 0.0 if self._capacity is None else self._used / self._capacity
+
+    def hit_rate(self) -> float:
+        """Cached / looked-up prompt tokens over admitted sequences (0.0 before any)."""
+        return self.hits_tokens / self.lookups_tokens if self.lookups_tokens else 0.0
+
+    def __contains__(self, seq_id: object) -> bool:
+        return seq_id in self._seqs
+
+    def blocks(self, seq_id: int) -> tuple[int, ...]:
+        """The sequence's block ids in token order (its block table)."""
+        return tuple(self._seq(seq_id))
+
+    def lru_blocks(self) -> tuple[int, ...]:
+        """Free-cached block ids, the next to be evicted first."""
+        start, stop = self._lru_head, self._lru_tail
+        live = self._live(start, stop)
+        return tuple(self._lru_blocks[start:stop][live].tolist())
+
+    def hash_of(self, block: int) -> int | None:
+        """The prefix hash a block is cached under, or None."""
+        return self._block_hash.get(block)
+
+    def match(self, hashes: np.ndarray | Sequence[int]) -> int:
+        """Leading blocks of `hashes` that are cached (used or free); touches no LRU order or counter."""
+        return _leading(list(map(self._cached.get, _as_keys(hashes))))
+
+    def allocate(self, seq_id: int, hashes: np.ndarray | Sequence[int], tokens: int) -> int | None:
+        """Admit a prompt of `tokens` tokens: its cached token count, or None (and no change) if blocks run out."""
+        if seq_id in self._seqs:
+            raise ValueError(f"KVCache.allocate: sequence {seq_id!r} already holds blocks")
+        tokens = _check_positive("allocate tokens", tokens)
+        keys = _as_keys(hashes)
+        if len(keys) > tokens // self._block_tokens:
+            raise ValueError(f"KVCache.allocate: {len(keys)} block hashes for a {tokens}-token prompt, which has "
+                             f"only {tokens // self._block_tokens} full blocks of {self._block_tokens} tokens")
+        if len(set(keys)) != len(keys):  # a repeated hash would map two positions to one block
+            raise ValueError("KVCache.allocate: block hashes repeat; prefix hashes are chained, so they never do")
+        found = list(map(self._cached.get, keys))
+        hit_blocks = _leading(found)
+        matched = cast("list[int]", found[:hit_blocks])  # no None before the first miss
+        need = -(-tokens // self._block_tokens) - hit_blocks
+        held = np.array(matched, dtype=np.int64)
+        revived = held[self._refs[held] == 0]  # free-cached blocks this sequence takes back out of the LRU
+        if need > self._available() - revived.size:
+            return None
+        self._evictable -= revived.size  # their LRU entries go stale
+        self._refs[held] += 1
+        new = self._take(need)
+        self._refs[new] = 1
+        fresh = keys[hit_blocks:]
+        self._register(new[: len(fresh)], fresh)
+        self._seqs[seq_id] = matched + new
+        self._used += revived.size + need
+        hit_tokens = min(hit_blocks * self._block_tokens, tokens - 1)
+        if self._checkpoint_tokens is not None:
+            hit_tokens -= hit_tokens % self._checkpoint_tokens
+        self.hits_tokens += hit_tokens
+        self.lookups_tokens += tokens
+        return hit_tokens
+
+    def grow(self, seq_id: int, tokens: int) -> bool:
+        """The sequence now holds `tokens` tokens: add unhashed blocks; False (and no change) if they run out."""
+        blocks = self._seq(seq_id)
+        need = -(-_check_positive("grow tokens", tokens) // self._block_tokens) - len(blocks)
+        if need <= 0:
+            return True
+        if need > self._available():
+            return False
+        new = self._take(need)
+        self._refs[new] = 1
+        blocks.extend(new)
+        self._used += need
+        return True
+
+    def free(self, seq_id: int) -> None:
+        """Release a finished sequence's blocks; hashed ones stay cached until evicted."""
+        self._release(seq_id)
+
+    def preempt(self, seq_id: int) -> None:
+        """Release a sequence to be recomputed later (vLLM's recompute preemption), counted apart from free."""
+        self._release(seq_id)
+        self.preemptions += 1
+
+    def _seq(self, seq_id: int) -> list[int]:
+        """The running sequence's block list, or ValueError naming it."""
+        try:
+            return self._seqs[seq_id]
+        except KeyError:
+            raise ValueError(f"KVCache: sequence {seq_id!r} holds no blocks") from None
+
+    def _available(self) -> int | float:
+        """Blocks that can be taken now without touching running sequences."""
+        return math.inf if self._capacity is None else len(self._never_used) + self._evictable
+
+    def _take(self, count: int) -> list[int]:
+        """`count` blocks for new data: never-used ones first, then LRU evictions (the caller checked they exist)."""
+        pool = self._never_used
+        from_pool = min(count, len(pool))
+        taken = pool[len(pool) - from_pool :][::-1]
+        del pool[len(pool) - from_pool :]
+        rest = count - from_pool
+        if rest and self._capacity is None:
+            start = self._next_block
+            self._next_block += rest
+            self._ensure_size(self._next_block)
+            taken.extend(range(start, start + rest))
+        elif rest:
+            evicted = self._evict(rest)
+            self._hashed[evicted] = False
+            for key in map(self._block_hash.pop, evicted):
+                del self._cached[key]
+            taken.extend(evicted)
+            self.evictions += rest
+        return taken
+
+    def _register(self, blocks: list[int], keys: list[int]) -> None:
+        """Key new full blocks by their (distinct) prefix hashes, skipping hashes already cached."""
+        if self._cached.keys().isdisjoint(keys):  # the usual case, at C speed
+            self._cached.update(zip(keys, blocks, strict=True))
+            self._block_hash.update(zip(blocks, keys, strict=True))
+            self._hashed[blocks] = True
+            return
+        for key, block in zip(keys, blocks, strict=True):
+            if key not in self._cached:
+                self._cached[key] = block
+                self._block_hash[block] = key
+                self._hashed[block] = True
+
+    def _release(self, seq_id: int) -> None:
+        """Drop a sequence's references; blocks no one holds go to the LRU (hashed) or the never-used pool."""
+        blocks = self._seq(seq_id)
+        del self._seqs[seq_id]
+        # Tail first, as vLLM's KVCacheManager.free does: a sequence's last blocks, which the fewest other
+        # prompts share, reach the LRU's old end first and so are evicted before its head.
+        order = np.array(blocks[::-1], dtype=np.int64)
+        self._refs[order] -= 1
+        released = order[self._refs[order] == 0]
+        self._used -= released.size
+        hashed = self._hashed[released]
+        self._push_lru(released[hashed])
+        self._never_used.extend(released[~hashed].tolist())
+
+    def _live(self, start: int, stop: int) -> np.ndarray:
+        """Which LRU entries in [start, stop) still stand for a free-cached block (the rest are stale)."""
+        blocks = self._lru_blocks[start:stop]
+        return ((self._refs[blocks] == 0) & self._hashed[blocks]
+                & (self._freed_at[blocks] == self._lru_stamps[start:stop]))
+
+    def _push_lru(self, blocks: np.ndarray) -> None:
+        """Append released blocks at the LRU's most recently used end, in the given order."""
+        count = blocks.size
+        if self._lru_tail + count > self._lru_blocks.size:
+            self._compact_lru(count)
+        stamps = np.arange(self._clock, self._clock + count, dtype=np.int64)
+        self._clock += count
+        self._freed_at[blocks] = stamps
+        self._lru_blocks[self._lru_tail : self._lru_tail + count] = blocks
+        self._lru_stamps[self._lru_tail : self._lru_tail + count] = stamps
+        self._lru_tail += count
+        self._evictable += count
+
+    def _compact_lru(self, extra: int) -> None:
+        """Drop stale LRU entries, keeping order, and make room for `extra` more."""
+        start, stop = self._lru_head, self._lru_tail
+        live = self._live(start, stop)
+        blocks, stamps = self._lru_blocks[start:stop][live], self._lru_stamps[start:stop][live]
+        size = self._lru_blocks.size
+        while blocks.size + extra > size // 2:  # at most half full after compaction, so it stays amortized O(1)
+            size *= 2
+        self._lru_blocks = np.zeros(size, dtype=np.int64)
+        self._lru_stamps = np.zeros(size, dtype=np.int64)
+        self._lru_blocks[: blocks.size] = blocks
+        self._lru_stamps[: blocks.size] = stamps
+        self._lru_head, self._lru_tail = 0, blocks.size
+
+    def _evict(self, count: int) -> list[int]:
+        """Take the `count` least recently freed cached blocks out of the LRU (the caller checked they exist)."""
+        found: list[np.ndarray] = []
+        missing = count
+        while missing and self._lru_head < self._lru_tail:
+            start = self._lru_head
+            stop = min(self._lru_tail, start + max(4 * missing, 64))
+            live = np.flatnonzero(self._live(start, stop))[:missing]
+            found.append(self._lru_blocks[start + live])
+            missing -= live.size
+            self._lru_head = start + int(live[-1]) + 1 if missing == 0 else stop
+        if missing:
+            raise RuntimeError(f"KVCache: the LRU holds fewer than the {self._evictable} blocks it counts")
+        self._evictable -= count
+        return np.concatenate(found).tolist()
+
+    def _ensure_size(self, size: int) -> None:
+        """Grow an unlimited cache's per-block arrays to hold `size` blocks, doubling to amortize copies."""
+        if size <= self._refs.size:
+            return
+        new_size = max(size, 2 * self._refs.size)
+        for name in ("_refs", "_hashed", "_freed_at"):
+            old = getattr(self, name)
+            grown = np.zeros(new_size, dtype=old.dtype)
+            grown[: old.size] = old
+            setattr(self, name, grown)

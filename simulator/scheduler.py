@@ -1,0 +1,126 @@
+"""The scheduling policy of one engine step, like vLLM's: decodes first, then chunked prefill, FCFS admission.
+
+The policy is a function of the running and waiting sequences, the KV block manager and the
+budgets; it reserves KV blocks (the only state it touches) and returns what the step computes.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from simulator.kvcache import KVCache
+
+
+@dataclass
+class Sequence:
+    """One request inside the engine: how much of its prompt is computed and how much it has generated."""
+
+    index: int  # position in the request stream
+    request_id: int
+    session_id: int
+    turn: int
+    arrival_s: float
+    prompt_tokens: int
+    output_tokens: int
+    hashes: np.ndarray
+    cached_tokens: int = 0
+    prefill_target: int = 0  # tokens to prefill: the prompt, plus what it had generated if preempted
+    computed_tokens: int = 0  # of prefill_target, tokens whose KV exists (cached or computed)
+    generated: int = 0  # output tokens committed so far
+    scheduled_s: float = -1.0
+    first_token_s: float = -1.0
+    preemptions: int = 0
+
+    def __post_init__(self) -> None:
+        self.prefill_target = self.prefill_target or self.prompt_tokens
+
+    @property
+    def context_tokens(self) -> int:
+        """Tokens of history a decode attends to."""
+        return self.computed_tokens + self.generated - (self.prefill_target - self.prompt_tokens)
+
+    @property
+    def prefilling(self) -> bool:
+        return self.computed_tokens < self.prefill_target
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Per-step limits: sequences in flight and tokens computed (vLLM's two scheduler knobs)."""
+
+    max_num_seqs: int
+    max_num_batched_tokens: int
+    spec_depth: int = 0  # drafts per decoding sequence; each verifies spec_depth + 1 positions
+
+
+@dataclass
+class Decision:
+    """What one step computes."""
+
+    prefills: list[tuple[Sequence, int]] = field(default_factory=list)  # (sequence, new tokens this step)
+    decodes: list[Sequence] = field(default_factory=list)
+    admitted: list[Sequence] = field(default_factory=list)
+    preempted: list[Sequence] = field(default_factory=list)
+
+
+def schedule(running: list[Sequence], waiting: deque[Sequence], kv: KVCache, budget: Budget, now_s: float) -> Decision:
+    """Decodes first (growing their KV, preempting the newest sequence when blocks run out), then
+    continuing prefills, then new sequences in arrival order while sequences, tokens and blocks last."""
+    decision = Decision()
+    tokens_left = budget.max_num_batched_tokens
+    per_decode = budget.spec_depth + 1
+    for seq in list(running):
+        if seq.prefilling:
+            continue
+        while not kv.grow(seq.request_id, seq.context_tokens + per_decode):
+            victim = next((s for s in reversed(running) if s is not seq), None)
+            if victim is None:
+                raise ValueError(f"request {seq.request_id} needs more KV blocks than the GPU holds "
+                                 f"({seq.context_tokens + per_decode} tokens)")
+            _preempt(victim, running, waiting, kv, decision)
+        if seq not in running:
+            continue
+        if tokens_left < per_decode:
+            break
+        decision.decodes.append(seq)
+        tokens_left -= per_decode
+    for seq in running:
+        if seq.prefilling and tokens_left > 0:
+            chunk = min(seq.prefill_target - seq.computed_tokens, tokens_left)
+            decision.prefills.append((seq, chunk))
+            tokens_left -= chunk
+    while waiting and tokens_left > 0 and len(running) < budget.max_num_seqs:
+        seq = waiting[0]
+        cached = kv.allocate(seq.request_id, seq.hashes, seq.prefill_target)
+        if cached is None:
+            if not running:
+                raise ValueError(f"request {seq.request_id} ({seq.prefill_target} prompt tokens) does not fit "
+                                 f"in the KV cache ({kv.capacity_blocks} blocks of {kv.block_tokens} tokens)")
+            break
+        waiting.popleft()
+        seq.computed_tokens = cached
+        if seq.preemptions == 0:
+            seq.cached_tokens = cached
+        if seq.scheduled_s < 0:
+            seq.scheduled_s = now_s
+        running.append(seq)
+        decision.admitted.append(seq)
+        chunk = min(seq.prefill_target - seq.computed_tokens, tokens_left)
+        decision.prefills.append((seq, chunk))
+        tokens_left -= chunk
+    return decision
+
+
+def _preempt(victim: Sequence, running: list[Sequence], waiting: deque[Sequence], kv: KVCache,
+             decision: Decision) -> None:
+    """Recompute-style preemption: drop the KV, restart the prompt (with what it generated) later."""
+    kv.preempt(victim.request_id)
+    running.remove(victim)
+    victim.preemptions += 1
+    victim.computed_tokens = 0
+    victim.prefill_target = victim.prompt_tokens + victim.generated
+    waiting.appendleft(victim)
+    decision.preempted.append(victim)

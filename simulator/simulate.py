@@ -1,0 +1,138 @@
+"""`simulate(scenario)`: build the deployment, the request stream, the KV cache and the step timer, run
+the engine, and summarise. Returns DataFrames and a summary; writes no files."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from hwmodels.calibration import load_calibration
+from hwmodels.dtypes import Dtype
+from hwmodels.interconnect import build_fabric
+from hwmodels.spec import load_gpu, load_platform
+from simulator.engine import EngineConfig, simulate_stream, wall_clock
+from simulator.kvcache import KVCache
+from simulator.metrics import request_rows_to_frame, step_rows_to_frame, summarize
+from simulator.scenario import ArrivalKind, Scenario, ScenarioError, WorkloadKind
+from simulator.scheduler import Budget
+from simulator.specdecode import Acceptance
+from workloads.arrivals import FixedRate, Infinite, Poisson
+from workloads.codecs import Codec
+from workloads.deployment import Deployment
+from workloads.memory import plan_memory
+from workloads.model import Part, load_model
+from workloads.step_time import StepTimer
+from workloads.trace_readers import read_trace
+from workloads.traces import AgenticConfig, RequestStream, agentic_stream, random_stream
+
+# Assumption: an MTP draft token costs about one layer of the main model's decode step (the MTP
+# head is one transformer block and shares the LM head); the engine charges drafts this share.
+DRAFT_LAYERS = 1.0
+STEP_BUCKET_TOKENS = 512  # context and chunk lengths are rounded to this for the step-time cache
+
+
+@dataclass(frozen=True)
+class SimulationResult:
+    """One run: a row per request, a row per step, and the summary of DESIGN.md's contract."""
+
+    scenario: Scenario
+    requests: Any  # pandas.DataFrame
+    steps: Any  # pandas.DataFrame
+    summary: dict[str, Any]
+
+
+def deployment_of(scenario: Scenario) -> Deployment:
+    """The scenario's model on its platform's GPU with its parallel plan, precisions and kernel options."""
+    platform = load_platform(scenario.hardware.platform)
+    if scenario.parallel.tp > platform.gpus:
+        raise ScenarioError(f"parallel.tp={scenario.parallel.tp} needs more GPUs than {platform.name} has "
+                            f"({platform.gpus})")
+    weights: dict[Part, Dtype] = {}
+    kv_cache = None
+    for key, dtype in scenario.precision.items():
+        if key == "kv_cache":
+            kv_cache = Dtype.parse(dtype)
+            continue
+        try:
+            weights[Part(key)] = Dtype.parse(dtype)
+        except ValueError as err:
+            valid = ", ".join([p.value for p in Part] + ["kv_cache"])
+            raise ScenarioError(f"precision.{key}: {err} (keys: {valid})") from None
+    p = scenario.parallel
+    return Deployment(load_model(scenario.model.name), load_gpu(platform.gpu), tp=p.tp, dcp=p.dcp, ep=p.ep,
+                      weights=weights, kv_cache=kv_cache, options=scenario.kernels)
+
+
+def stream_of(scenario: Scenario, rng: np.random.Generator) -> RequestStream:
+    w, block = scenario.workload, scenario.cache.block_tokens
+    arrivals = {ArrivalKind.POISSON: lambda: Poisson(w.rate_per_s), ArrivalKind.FIXED: lambda: FixedRate(w.rate_per_s),
+                ArrivalKind.INFINITE: Infinite}
+    if w.kind is WorkloadKind.AGENTIC:
+        if w.arrival not in (ArrivalKind.POISSON, ArrivalKind.FIXED):
+            raise ScenarioError("workload.arrival: agentic sessions start as poisson or fixed")
+        config = AgenticConfig(sessions=w.sessions, turns_mean=w.turns_mean, session_arrivals=arrivals[w.arrival]())
+        return agentic_stream(config, rng, block_tokens=block)
+    if w.kind is WorkloadKind.RANDOM:
+        if w.arrival is ArrivalKind.TRACE:
+            raise ScenarioError("workload.arrival: trace arrivals need workload.kind: trace")
+        return random_stream(w.num_prompts, w.input_len, w.output_len, w.range_ratio,
+                             arrivals=arrivals[w.arrival](), rng=rng, block_tokens=block)
+    if not w.trace_path or not w.trace_format:
+        raise ScenarioError("workload.kind trace needs workload.trace_path and workload.trace_format")
+    return read_trace(w.trace_path, w.trace_format, block_tokens=block)
+
+
+def acceptance_of(scenario: Scenario) -> Acceptance | None:
+    s = scenario.spec_decode
+    if s.drafts == 0:
+        return None
+    if s.acceptance_rates:
+        if len(s.acceptance_rates) < s.drafts:
+            raise ScenarioError(f"spec_decode.acceptance_rates has {len(s.acceptance_rates)} rates for "
+                                f"{s.drafts} drafts")
+        return Acceptance.from_rates(s.acceptance_rates).truncate(s.drafts)
+    if s.mean_tokens_per_cycle:
+        return Acceptance.min_variance(s.mean_tokens_per_cycle, s.drafts)
+    if s.acceptance_alpha:
+        return Acceptance.geometric(s.acceptance_alpha, s.drafts)
+    raise ScenarioError("spec_decode.drafts > 0 needs acceptance_rates, mean_tokens_per_cycle or acceptance_alpha")
+
+
+def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None = None) -> SimulationResult:
+    """Run one scenario; `progress(requests_done, simulated_s)` is called after every step."""
+    rng = np.random.default_rng(scenario.workload.seed)
+    deployment = deployment_of(scenario)
+    platform = load_platform(scenario.hardware.platform)
+    serving = scenario.serving
+    memory = plan_memory(deployment, mem_fraction=serving.gpu_memory_utilization,
+                         max_num_seqs=serving.max_num_seqs, max_batched_tokens=serving.max_num_batched_tokens)
+    block = scenario.cache.block_tokens
+    kv = KVCache(capacity_blocks=max(1, memory.kv_capacity_tokens // block), block_tokens=block)
+    stream = stream_of(scenario, rng)
+    quickreduce = Codec.parse(scenario.collectives.quickreduce) if scenario.collectives.quickreduce else None
+    timer = StepTimer(deployment, build_fabric(platform, deployment.gpu), load_calibration(deployment.gpu.name),
+                      quickreduce=quickreduce, bucket_tokens=STEP_BUCKET_TOKENS)
+    acceptance = acceptance_of(scenario)
+    config = EngineConfig(
+        budget=Budget(serving.max_num_seqs, serving.max_num_batched_tokens, acceptance.depth if acceptance else 0),
+        closed_loop=scenario.workload.kind is WorkloadKind.AGENTIC,
+        max_concurrency=serving.max_concurrency,
+        acceptance=acceptance,
+        draft_cost_fraction=DRAFT_LAYERS / deployment.model.layers,
+        admit_until_s=scenario.workload.duration_s,
+        prefix_caching=scenario.cache.prefix_caching,
+    )
+    start = wall_clock()
+    request_rows, step_rows, simulated_s = simulate_stream(stream, timer, kv, config, rng, progress)
+    wall_s = max(wall_clock() - start, 1e-9)
+    requests, steps = request_rows_to_frame(request_rows), step_rows_to_frame(step_rows)
+    usd = scenario.cost.usd_per_gpu_hour or deployment.gpu.tco_usd_per_gpu_hour
+    summary = summarize(requests, steps, gpus=deployment.tp, usd_per_gpu_hour=usd, simulated_s=simulated_s,
+                        wall_s=wall_s)
+    summary["step_cache"] = {"hits": timer.hits, "misses": timer.misses, "hit_rate": timer.hit_rate,
+                             "miss_wall_s": timer.miss_wall_s}
+    summary["kv_capacity_tokens"] = memory.kv_capacity_tokens
+    return SimulationResult(scenario, requests, steps, summary)

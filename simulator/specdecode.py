@@ -1,0 +1,129 @@
+"""Speculative-decoding acceptance (formats_and_tools.md §3): tokens per cycle and what a deeper draft may cost."""
+
+from __future__ import annotations
+
+import math
+import numbers
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+
+def _check_depth(depth: object, field: str = "depth") -> int:
+    """Reject a draft depth that is not a non-negative integer, naming the field."""
+    if isinstance(depth, bool) or not isinstance(depth, numbers.Integral) or depth < 0:
+        raise ValueError(f"{field} must be a non-negative integer, got {depth!r}")
+    return int(depth)
+
+
+@dataclass(frozen=True)
+class Acceptance:
+    """Unconditional per-position acceptance rates r_1..r_k of one draft depth k."""
+
+    rates: tuple[float, ...]
+
+    def __post_init__(self) -> None:
+        """Store the rates as a tuple of floats, so equal schedules compare and hash equal."""
+        if isinstance(self.rates, str | bytes) or not isinstance(self.rates, Iterable):
+            raise ValueError(f"Acceptance.rates must be a sequence of numbers, got {self.rates!r}")
+        rates = tuple(self.rates)
+        for position, rate in enumerate(rates, start=1):
+            if isinstance(rate, bool) or not isinstance(rate, numbers.Real):
+                raise ValueError(f"Acceptance.rates position {position} must be a number, got {rate!r}")
+            if not 0.0 <= float(rate) <= 1.0:
+                raise ValueError(f"Acceptance.rates position {position} must lie in [0, 1], got {rate!r}")
+        rates = tuple(float(rate) for rate in rates)
+        for position in range(2, len(rates) + 1):
+            if rates[position - 1] > rates[position - 2]:
+                raise ValueError(
+                    f"Acceptance.rates position {position} ({rates[position - 1]}) exceeds position "
+                    f"{position - 1} ({rates[position - 2]}); unconditional rates P(accepted >= i) "
+                    "must be non-increasing"
+                )
+        object.__setattr__(self, "rates", rates)
+
+    @classmethod
+    def from_rates(cls, rates: Iterable[float]) -> Acceptance:
+        """Build from measured rates, e.g. vLLM's per-position acceptance rates (§3.1)."""
+        return cls(tuple(rates))
+
+    @classmethod
+    def geometric(cls, alpha: float, depth: int) -> Acceptance:
+        """i.i.d. acceptance alpha per position: r_i = alpha**i (Leviathan et al. 2023, Eq. 1; §3.2)."""
+        depth = _check_depth(depth)
+        if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0.0 <= float(alpha) <= 1.0:
+            raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
+        return cls(tuple(float(alpha) ** i for i in range(1, depth + 1)))
+
+    @classmethod
+    def min_variance(cls, mean_tokens_per_cycle: float, depth: int) -> Acceptance:
+        """vLLM's synthetic schedule for a mean acceptance length: [1]*floor(AL-1) + [frac(AL-1)] + [0]*rest (§3.3)."""
+        depth = _check_depth(depth)
+        mean = mean_tokens_per_cycle
+        if isinstance(mean, bool) or not isinstance(mean, numbers.Real) or not 1.0 <= float(mean) <= depth + 1:
+            raise ValueError(f"mean_tokens_per_cycle must lie in [1, depth + 1] = [1, {depth + 1}], got {mean!r}")
+        # Same arithmetic as vLLM's SpeculativeConfig._acceptance_length_to_rates: the [:depth] cut drops the
+        # trailing zero fraction when AL == depth + 1.
+        accepted = float(mean) - 1.0
+        full = int(accepted)
+        rates = ([1.0] * full + [accepted - full] + [0.0] * (depth - full - 1))[:depth]
+        return cls(tuple(rates))
+
+    @property
+    def depth(self) -> int:
+        """Number of drafted tokens per cycle, k."""
+        return len(self.rates)
+
+    @property
+    def expected_tokens_per_cycle(self) -> float:
+        """Mean committed tokens per cycle, 1 + sum r_i, the bonus token included (vLLM's mean acceptance length)."""
+        return 1.0 + math.fsum(self.rates)
+
+    @property
+    def variance_tokens_per_cycle(self) -> float:
+        """Variance of committed tokens per cycle, which drives TPOT and ITL tails: sum (2i-1) r_i - (sum r_i)^2."""
+        second_moment = math.fsum((2 * i - 1) * r for i, r in enumerate(self.rates, start=1))
+        return max(0.0, second_moment - math.fsum(self.rates) ** 2)
+
+    @property
+    def committed_probabilities(self) -> tuple[float, ...]:
+        """P(committed = 1 + j) for j = 0..k, i.e. r_j - r_{j+1} with r_0 = 1 and r_{k+1} = 0 (§3.2)."""
+        padded = (1.0, *self.rates, 0.0)
+        return tuple(padded[j] - padded[j + 1] for j in range(self.depth + 1))
+
+    def truncate(self, depth: int) -> Acceptance:
+        """The same drafter stopped after `depth` drafts: unconditional rates of the first positions are unchanged."""
+        depth = _check_depth(depth)
+        if depth > self.depth:
+            raise ValueError(f"depth must be at most the current depth {self.depth}, got {depth}")
+        return Acceptance(self.rates[:depth])
+
+    def sample_committed(self, rng: np.random.Generator, n: int) -> np.ndarray:
+        """Committed tokens (1 + accepted drafts) of n independent cycles, drawn by inverse CDF on one uniform each."""
+        if not isinstance(rng, np.random.Generator):
+            raise ValueError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
+        n = _check_depth(n, field="n")
+        u = rng.random(n)
+        # Accepted count = #{i : u < r_i}, so P(accepted >= i) = P(u < r_i) = r_i exactly. The rates are
+        # non-increasing, so their negations are sorted and searchsorted counts them in O(log k).
+        negated = -np.asarray(self.rates, dtype=np.float64)
+        accepted = np.searchsorted(negated, -u, side="left")
+        return (1 + accepted).astype(np.int64)
+
+
+def useful_rate(acceptance: Acceptance, cycle_s: float) -> float:
+    """Committed tokens per second of one sequence: expected tokens per cycle over the full draft-and-verify time."""
+    if not isinstance(acceptance, Acceptance):
+        raise ValueError(f"acceptance must be an Acceptance, got {type(acceptance).__name__}")
+    if isinstance(cycle_s, bool) or not isinstance(cycle_s, numbers.Real) or not 0.0 < float(cycle_s) < math.inf:
+        raise ValueError(f"cycle_s must be a positive finite number of seconds, got {cycle_s!r}")
+    return acceptance.expected_tokens_per_cycle / float(cycle_s)
+
+
+def breakeven_cycle_growth(a_short: Acceptance, a_long: Acceptance) -> float:
+    """Fractional cycle-time growth at which the longer draft's useful rate only equals the shorter's (BRIEF B.8)."""
+    for field, value in (("a_short", a_short), ("a_long", a_long)):
+        if not isinstance(value, Acceptance):
+            raise ValueError(f"{field} must be an Acceptance, got {type(value).__name__}")
+    return a_long.expected_tokens_per_cycle / a_short.expected_tokens_per_cycle - 1.0
