@@ -34,6 +34,14 @@ def _parser() -> argparse.ArgumentParser:
                      help="write summary.json, requests.csv, steps.csv and report.html here")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
+    comp = sub.add_parser("compare", help="predict design changes: each overlay on a base, deltas in %")
+    comp.add_argument("base", help="base scenario YAML, or the word 'default' for the built-in default")
+    comp.add_argument("changes", nargs="*", metavar="CHANGE.yaml",
+                      help="design-change overlays (simulator/scenarios/changes/), each merged onto the base")
+    comp.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", dest="sets",
+                      help="one scenario value for every run, e.g. --set workload.sessions=6")
+    comp.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
+
     hw = sub.add_parser("hw", help="hardware specs: GPUs and platforms")
     hw_sub = hw.add_subparsers(dest="hw_command", required=True, metavar="ACTION")
     hw_list = hw_sub.add_parser("list", help="list GPU and platform specs")
@@ -138,6 +146,10 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     """(JSON result, table title) of the command."""
     if args.command == "run":
         return _run_scenario(args)
+    if args.command == "compare":
+        from simulator.compare import compare_command
+
+        return compare_command(args.base, args.changes, args.sets, table=not args.json)
     if args.command == "hw" and args.hw_command == "list":
         return queries.hw_list(), "Hardware specs"
     if args.command == "hw":

@@ -31,7 +31,6 @@ from workloads.traces import AgenticConfig, RequestStream, agentic_stream, rando
 # Assumption: an MTP draft token costs about one layer of the main model's decode step (the MTP
 # head is one transformer block and shares the LM head); the engine charges drafts this share.
 DRAFT_LAYERS = 1.0
-STEP_BUCKET_TOKENS = 512  # context and chunk lengths are rounded to this for the step-time cache
 
 
 @dataclass(frozen=True)
@@ -110,11 +109,17 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
     memory = plan_memory(deployment, mem_fraction=serving.gpu_memory_utilization,
                          max_num_seqs=serving.max_num_seqs, max_batched_tokens=serving.max_num_batched_tokens)
     block = scenario.cache.block_tokens
-    kv = KVCache(capacity_blocks=max(1, memory.kv_capacity_tokens // block), block_tokens=block)
+    # BRIEF mechanism 2: a hit resumes only where every layer has state. With KDA layers the hit is cut
+    # to the last KDA checkpoint, unless checkpoints are saved with every attention block (aligned).
+    checkpoint = None
+    if deployment.model.kda is not None:
+        checkpoint = block if scenario.cache.align_kda_checkpoints else scenario.cache.kda_checkpoint_interval
+    kv = KVCache(capacity_blocks=max(1, memory.kv_capacity_tokens // block), block_tokens=block,
+                 checkpoint_tokens=checkpoint)
     stream = stream_of(scenario, rng)
     quickreduce = Codec.parse(scenario.collectives.quickreduce) if scenario.collectives.quickreduce else None
     timer = StepTimer(deployment, build_fabric(platform, deployment.gpu), load_calibration(deployment.gpu.name),
-                      quickreduce=quickreduce, bucket_tokens=STEP_BUCKET_TOKENS)
+                      quickreduce=quickreduce)
     acceptance = acceptance_of(scenario)
     config = EngineConfig(
         budget=Budget(serving.max_num_seqs, serving.max_num_batched_tokens, acceptance.depth if acceptance else 0),

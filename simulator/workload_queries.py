@@ -163,7 +163,7 @@ def step_query(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, decod
         "families": families,
         "collectives": {name: {"time_s": t} for name, t in timed.by_collective_s.items()},
         "cache": {"hit": timer.hits > hits_before, "hits": timer.hits, "misses": timer.misses,
-                  "bucket_tokens": timer.bucket_tokens},
+                  "bucket_ratio": timer.bucket_ratio},
         "options": {f.name: _plain(getattr(d.options, f.name)) for f in dataclasses.fields(KernelOptions)},
     }
 

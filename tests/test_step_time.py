@@ -32,9 +32,9 @@ def test_step_time_is_kernels_plus_collectives_unless_overlapped():
 
 
 def test_the_cache_hits_on_the_same_bucketed_shape_and_misses_on_a_new_one():
-    timer = StepTimer(LLAMA, FABRIC, CALIB, bucket_tokens=256)
+    timer = StepTimer(LLAMA, FABRIC, CALIB, bucket_ratio=1.04)
     first = timer.step_time(Batch(decodes=(1000,) * 16))
-    again = timer.step_time(Batch(decodes=(1010,) * 16))  # same 256-token bucket
+    again = timer.step_time(Batch(decodes=(1010,) * 16))  # 1.04^176 = 995: both round there
     other = timer.step_time(Batch(decodes=(1300,) * 16))
     assert (timer.hits, timer.misses) == (1, 2)
     assert first is again and other.total_s > first.total_s
@@ -42,9 +42,10 @@ def test_the_cache_hits_on_the_same_bucketed_shape_and_misses_on_a_new_one():
 
 
 def test_a_cached_time_equals_the_time_of_its_bucketed_shape():
-    timer = StepTimer(LLAMA, FABRIC, CALIB, bucket_tokens=256)
+    timer = StepTimer(LLAMA, FABRIC, CALIB, bucket_ratio=1.04)
     cached = timer.step_time(Batch(decodes=(1000,) * 16)).total_s
-    direct = time_plan(build_step(Batch(decodes=(1024,) * 16), LLAMA), FABRIC, CALIB).total_s
+    assert timer.key(Batch(decodes=(1000,) * 16))[1] == (16, round(1.04**176))
+    direct = time_plan(build_step(Batch(decodes=(round(1.04**176),) * 16), LLAMA), FABRIC, CALIB).total_s
     assert cached == pytest.approx(direct)
 
 

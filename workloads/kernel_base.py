@@ -17,7 +17,7 @@ def check_ints(kernel: object, positive: tuple[str, ...] = (), nonnegative: tupl
     """Raise ValueError naming the first size field that is not an integer of the allowed sign."""
     for name in (*positive, *nonnegative):
         value = getattr(kernel, name)
-        if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        if type(value) is not int and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
             raise ValueError(f"{name} must be an integer, got {value!r}")
         if name in positive and value <= 0:
             raise ValueError(f"{name} must be positive, got {value}")

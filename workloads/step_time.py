@@ -8,6 +8,7 @@ longer of the two streams, the optimistic bound of a perfect overlap.
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import dataclass, field
 
@@ -116,24 +117,28 @@ def _combine(parts: list[StepTime], weights: list[int], deployment: Deployment) 
     return StepTime(total, kernel_s, collective_s, by_family, by_collective, launches)
 
 
-def _bucket(value: int, size: int) -> int:
-    return -(-value // size) * size if value else 0
+def _geometric(value: float, ratio: float) -> int:
+    """`value` rounded to the nearest power of `ratio` (exact up to 64): a relative error of at most ~ratio/2."""
+    if value <= 64:
+        return round(value)
+    return round(ratio ** round(math.log(value) / math.log(ratio)))
 
 
 @dataclass
 class StepTimer:
     """Step times of one deployment, cached by a bucketed batch shape so the serving loop stays fast.
 
-    The key keeps the counts of prefills, decodes and verifies exactly and rounds token counts and
-    context lengths up to `bucket_tokens`; steps whose rounded shapes agree share one time. The
-    hit count, miss count and the wall seconds spent on misses are kept for the benchmark report.
+    The key keeps the counts of prefills, decodes and verifies exactly and rounds their mean token
+    counts and context lengths to the nearest power of `bucket_ratio` (1.04: within about 2%), which
+    is how the step model aggregates them anyway; steps whose rounded shapes agree share one time.
+    The hit count, miss count and the wall seconds spent on misses are kept for the benchmark report.
     """
 
     deployment: Deployment
     fabric: Fabric
     calib: Calibration
     quickreduce: Codec | None = None
-    bucket_tokens: int = 256
+    bucket_ratio: float = 1.04
     hits: int = 0
     misses: int = 0
     miss_wall_s: float = 0.0
@@ -142,10 +147,12 @@ class StepTimer:
 
     def key(self, batch: Batch) -> tuple:
         """The bucketed shape of a batch: what a cached step time is looked up by."""
-        b = self.bucket_tokens
-        prefills = tuple(sorted((_bucket(c.tokens, b), _bucket(c.cached, b)) for c in batch.prefills))
-        decodes = (len(batch.decodes), _bucket(sum(batch.decodes) // max(1, len(batch.decodes)), b))
-        verifies = (len(batch.verifies), _bucket(sum(batch.verifies) // max(1, len(batch.verifies)), b))
+        r = self.bucket_ratio
+        n = len(batch.prefills)
+        prefills = (n, _geometric(sum(c.tokens for c in batch.prefills) / max(1, n), r),
+                    _geometric(sum(c.cached for c in batch.prefills) / max(1, n), r))
+        decodes = (len(batch.decodes), _geometric(sum(batch.decodes) / max(1, len(batch.decodes)), r))
+        verifies = (len(batch.verifies), _geometric(sum(batch.verifies) / max(1, len(batch.verifies)), r))
         return prefills, decodes, verifies, batch.spec_depth
 
     def step_time(self, batch: Batch) -> StepTime:
@@ -158,7 +165,7 @@ class StepTimer:
         start = time.perf_counter()
         prefills, decodes, verifies, depth = key
         representative = Batch(
-            prefills=tuple(PrefillChunk(t, c) for t, c in prefills),
+            prefills=(PrefillChunk(max(1, prefills[1]), prefills[2]),) * prefills[0],
             decodes=(decodes[1],) * decodes[0],
             verifies=(verifies[1],) * verifies[0],
             spec_depth=depth,
