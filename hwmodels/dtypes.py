@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from hwmodels.choices import parse_choice
+
 
 class Dtype(Enum):
     """A datatype of tensor storage or of a math unit's operands."""
@@ -38,11 +40,7 @@ class Dtype(Enum):
     @classmethod
     def parse(cls, text: str) -> Dtype:
         """The dtype named `text`; the error lists the valid names."""
-        try:
-            return cls(str(text).lower())
-        except ValueError:
-            choices = ", ".join(d.value for d in cls)
-            raise ValueError(f"unknown dtype {text!r} (valid: {choices})") from None
+        return parse_choice(cls, text, "dtype")
 
 
 _BITS = {

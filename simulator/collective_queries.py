@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 from hwmodels.calibration import load_calibration
+from hwmodels.choices import parse_choice
 from hwmodels.interconnect import build_fabric
 from hwmodels.roofline import LaunchMode
 from hwmodels.spec import load_gpu, load_platform, spec_names
@@ -45,13 +46,7 @@ def platform_for(hw: str, tp: int) -> str:
 
 
 def _enum(cls: Any, text: str | None, what: str) -> Any:
-    if text is None:
-        return None
-    try:
-        return cls(text.lower())
-    except ValueError:
-        choices = ", ".join(m.value for m in cls)
-        raise ValueError(f"unknown {what} {text!r} (valid: {choices})") from None
+    return None if text is None else parse_choice(cls, text, what)
 
 
 def collective_query(hw: str, *, tp: int, op: str, size: str, algo: str | None = None, codec: str | None = None,

@@ -71,16 +71,16 @@ def fit(rows: list[Row], platform_name: str) -> CollectiveLibrary:
 
     train = [r for r in rows if r.trains]
     measured = np.log([r.measured_s for r in train])
-    step_us = load_platform(platform_name).link_latency_s * 1e6
+    step_s = load_platform(platform_name).link_latency_s
     best: tuple[float, CollectiveLibrary] | None = None
     for exponent in range(12, 31):
         switch = float(2**exponent)
 
         def residual(p: np.ndarray, switch: float = switch) -> np.ndarray:
-            return np.log(predict(train, _library("fit", p, step_us, switch), platform_name)) - measured
+            return np.log(predict(train, _library("fit", p, step_s, switch), platform_name)) - measured
 
         result = least_squares(residual, x0=[5.0, 0.4, 5.0, 0.8], bounds=([0, 0.01, 0, 0.01], [100, 1, 100, 1]))
-        library = _library(platform_name, result.x, step_us, switch)
+        library = _library(platform_name, result.x, step_s, switch)
         cost = float(np.sum(result.fun**2))
         if best is None or cost < best[0]:
             best = (cost, library)
@@ -89,9 +89,9 @@ def fit(rows: list[Row], platform_name: str) -> CollectiveLibrary:
     return best[1]
 
 
-def _library(name: str, p: np.ndarray, step_us: float, switch: float) -> CollectiveLibrary:
-    """p: small fixed latency (us) and share, large fixed latency (us) and share."""
-    return CollectiveLibrary(name, p[0] * 1e-6, step_us * 1e-6, p[1], p[2] * 1e-6, step_us * 1e-6, p[3], switch)
+def _library(name: str, p: np.ndarray, step_s: float, switch: float) -> CollectiveLibrary:
+    """p: small fixed latency (in us, the fit's scale) and share, large fixed latency (us) and share."""
+    return CollectiveLibrary(name, p[0] * 1e-6, step_s, p[1], p[2] * 1e-6, step_s, p[3], switch)
 
 
 def write_library(library: CollectiveLibrary, source: str) -> Path:

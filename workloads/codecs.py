@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from enum import Enum
 
+from hwmodels.choices import parse_choice
+
 # Source for every constant below: BRIEF.md study A, and reference/hardware_and_models.md part C.1
 # (QuickReduce codec table): blocks of 32 values share one fp16 scale; a tile is 2048 values
 # (4096 B of fp16) per 256-thread workgroup; tiles on the wire are FP 4096, INT8 2176, INT6 1664,
@@ -58,11 +60,7 @@ class Codec(Enum):
     @classmethod
     def parse(cls, text: str) -> Codec:
         """The codec named `text`; the error lists the valid names."""
-        try:
-            return cls(str(text).lower())
-        except ValueError:
-            choices = ", ".join(c.value for c in cls)
-            raise ValueError(f"unknown codec {text!r} (valid: {choices})") from None
+        return parse_choice(cls, text, "codec")
 
 
 _BITS = {
