@@ -37,6 +37,9 @@ class EngineConfig:
     draft_cost_fraction: float = 0.0  # a draft token's cost as a share of a decode step (MTP head)
     admit_until_s: float = 0.0  # stop releasing new requests after this time (0: never)
     prefix_caching: bool = True  # False: requests carry no block hashes, so nothing is ever a hit
+    offload_bytes_per_block: float = 0.0  # bytes one KV block moves over PCIe (per GPU) to or from the host tier
+    host_link_bytes_per_s: float = 0.0  # usable PCIe bandwidth per GPU, one direction
+    offload_overlap: bool = True  # True: host copies run beside compute; False: they add to the step
 
 
 _NO_HASHES = np.empty(0, dtype=np.uint64)
@@ -131,6 +134,10 @@ def _engine(env: simpy.Environment, state: _State, timer: StepTimer, kv: KVCache
         step_s = timer.step_time_s(batch)
         if depth and contexts:
             step_s += depth * config.draft_cost_fraction * timer.step_time_s(Batch(decodes=contexts))
+        stored, loaded = kv.take_transfers()
+        if stored or loaded:
+            copy_s = (stored + loaded) * config.offload_bytes_per_block / config.host_link_bytes_per_s
+            step_s = max(step_s, copy_s) if config.offload_overlap else step_s + copy_s
         start = env.now
         yield env.timeout(step_s)
         committed, cycles, spec_committed = _commit(env.now, state, decision, kv, config, rng, request_rows)

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import math
 import numbers
+from collections import OrderedDict
 from collections.abc import Sequence
 from typing import cast
 
@@ -66,7 +67,7 @@ class KVCache:
     """Paged KV blocks shared between sequences through a prefix cache; None capacity never evicts."""
 
     def __init__(self, capacity_blocks: int | None, block_tokens: int = 16, *,
-                 checkpoint_tokens: int | None = None) -> None:
+                 checkpoint_tokens: int | None = None, host_capacity_blocks: int = 0) -> None:
         self._block_tokens = _check_positive("block_tokens", block_tokens)
         self._checkpoint_tokens = (None if checkpoint_tokens is None
                                    else _check_positive("checkpoint_tokens", checkpoint_tokens))
@@ -93,6 +94,13 @@ class KVCache:
         self._clock = 0  # release stamps handed out so far
         self._evictable = 0  # free-cached blocks (live LRU entries)
         self._seqs: dict[int, list[int]] = {}  # running sequence -> its blocks in token order
+        # Host-offload tier (BRIEF study B: CPU offload): hashed blocks evicted from HBM are stored in host
+        # DRAM, LRU-evicted there too; a prefix hit that continues in the host tier loads those blocks back.
+        self._host_capacity = host_capacity_blocks
+        self._host: OrderedDict[int, None] = OrderedDict()
+        self.offload_stored_blocks = 0  # blocks copied to the host since the last `take_transfers()`
+        self.offload_loaded_blocks = 0  # blocks copied back to HBM since the last `take_transfers()`
+        self.host_hits_tokens = 0
         self._used = 0
         self.hits_tokens = 0  # prompt tokens served from the cache, summed over admitted sequences
         self.lookups_tokens = 0  # prompt tokens of admitted sequences
@@ -179,6 +187,12 @@ class KVCache:
         found = list(map(self._cached.get, keys))
         hit_blocks = _leading(found)
         matched = cast("list[int]", found[:hit_blocks])  # no None before the first miss
+        host_blocks = 0
+        if self._host:
+            for key in keys[hit_blocks:]:
+                if key not in self._host:
+                    break
+                host_blocks += 1
         need = -(-tokens // self._block_tokens) - hit_blocks
         held = np.array(matched, dtype=np.int64)
         revived = held[self._refs[held] == 0]  # free-cached blocks this sequence takes back out of the LRU
@@ -192,9 +206,13 @@ class KVCache:
         self._register(new[: len(fresh)], fresh)
         self._seqs[seq_id] = matched + new
         self._used += revived.size + need
-        hit_tokens = min(hit_blocks * self._block_tokens, tokens - 1)
+        for key in keys[hit_blocks: hit_blocks + host_blocks]:
+            self._host.move_to_end(key)
+        self.offload_loaded_blocks += host_blocks
+        hit_tokens = min((hit_blocks + host_blocks) * self._block_tokens, tokens - 1)
         if self._checkpoint_tokens is not None:
             hit_tokens -= hit_tokens % self._checkpoint_tokens
+        self.host_hits_tokens += max(0, hit_tokens - hit_blocks * self._block_tokens)
         self.hits_tokens += hit_tokens
         self.lookups_tokens += tokens
         return hit_tokens
@@ -250,9 +268,28 @@ class KVCache:
             self._hashed[evicted] = False
             for key in map(self._block_hash.pop, evicted):
                 del self._cached[key]
+                self._offload(key)
             taken.extend(evicted)
             self.evictions += rest
         return taken
+
+    def _offload(self, key: int) -> None:
+        """Store an evicted block's prefix in the host tier (if there is one), evicting the host's LRU."""
+        if not self._host_capacity:
+            return
+        if key in self._host:
+            self._host.move_to_end(key)
+            return
+        self._host[key] = None
+        self.offload_stored_blocks += 1
+        if len(self._host) > self._host_capacity:
+            self._host.popitem(last=False)
+
+    def take_transfers(self) -> tuple[int, int]:
+        """(blocks stored to, blocks loaded from) the host since the last call: what PCIe must move."""
+        moved = (self.offload_stored_blocks, self.offload_loaded_blocks)
+        self.offload_stored_blocks = self.offload_loaded_blocks = 0
+        return moved
 
     def _register(self, blocks: list[int], keys: list[int]) -> None:
         """Key new full blocks by their (distinct) prefix hashes, skipping hashes already cached."""

@@ -11,7 +11,7 @@ import numpy as np
 
 from hwmodels.calibration import load_calibration
 from hwmodels.dtypes import Dtype
-from hwmodels.interconnect import build_fabric
+from hwmodels.interconnect import PCIE_EFFICIENCY, build_fabric
 from hwmodels.spec import load_gpu, load_platform
 from simulator.engine import EngineConfig, simulate_stream, wall_clock
 from simulator.kvcache import KVCache
@@ -114,8 +114,10 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
     checkpoint = None
     if deployment.model.kda is not None:
         checkpoint = block if scenario.cache.align_kda_checkpoints else scenario.cache.kda_checkpoint_interval
+    block_bytes = memory.kv_bytes_per_token * block
+    host_blocks = int(scenario.cache.host_offload_gb_per_gpu * 1e9 // block_bytes) if block_bytes else 0
     kv = KVCache(capacity_blocks=max(1, memory.kv_capacity_tokens // block), block_tokens=block,
-                 checkpoint_tokens=checkpoint)
+                 checkpoint_tokens=checkpoint, host_capacity_blocks=host_blocks)
     stream = stream_of(scenario, rng)
     quickreduce = Codec.parse(scenario.collectives.quickreduce) if scenario.collectives.quickreduce else None
     timer = StepTimer(deployment, build_fabric(platform, deployment.gpu), load_calibration(deployment.gpu.name),
@@ -129,6 +131,9 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
         draft_cost_fraction=DRAFT_LAYERS / deployment.model.layers,
         admit_until_s=scenario.workload.duration_s,
         prefix_caching=scenario.cache.prefix_caching,
+        offload_bytes_per_block=block_bytes,
+        host_link_bytes_per_s=deployment.gpu.host_link_bytes_per_s * PCIE_EFFICIENCY,
+        offload_overlap=scenario.cache.offload_overlap,
     )
     start = wall_clock()
     request_rows, step_rows, simulated_s = simulate_stream(stream, timer, kv, config, rng, progress)
@@ -140,4 +145,6 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
     summary["step_cache"] = {"hits": timer.hits, "misses": timer.misses, "hit_rate": timer.hit_rate,
                              "miss_wall_s": timer.miss_wall_s}
     summary["kv_capacity_tokens"] = memory.kv_capacity_tokens
+    summary["host_prefix_hit_rate"] = kv.host_hits_tokens / kv.lookups_tokens if kv.lookups_tokens else 0.0
+    summary["host_capacity_blocks"] = host_blocks
     return SimulationResult(scenario, requests, steps, summary)

@@ -329,3 +329,29 @@ def test_a_long_random_run_matches_the_naive_model():
             assert cache.lru_blocks() == tuple(naive.lru)
     assert all(cache.blocks(s) == tuple(naive.seqs[s]) for s in naive.seqs)
     assert cache.evictions == naive.evictions > 100
+
+
+def test_host_tier_keeps_evicted_blocks_and_a_later_hit_loads_them_back():
+    kv = KVCache(5, 16, host_capacity_blocks=10)
+    a, b = np.array([11, 12, 13, 14], dtype=np.uint64), np.array([21, 22, 23, 24], dtype=np.uint64)
+    assert kv.allocate(1, a, 64) == 0
+    kv.free(1)
+    assert kv.allocate(2, b, 64) == 0  # needs 4 blocks: 1 never used + 3 evicted from A's tail
+    kv.free(2)
+    assert kv.take_transfers() == (3, 0)  # A's last three blocks went to the host
+    # A again: block 11 is still in HBM, 12-14 come back from the host (the last token is recomputed)
+    assert kv.allocate(3, a, 64) == 63
+    stored, loaded = kv.take_transfers()
+    assert loaded == 3 and kv.host_hits_tokens == 63 - 16
+    assert kv.take_transfers() == (0, 0)
+
+
+def test_without_a_host_tier_evicted_blocks_are_gone():
+    kv = KVCache(5, 16)
+    a, b = np.array([11, 12, 13, 14], dtype=np.uint64), np.array([21, 22, 23, 24], dtype=np.uint64)
+    kv.allocate(1, a, 64)
+    kv.free(1)
+    kv.allocate(2, b, 64)
+    kv.free(2)
+    assert kv.take_transfers() == (0, 0)
+    assert kv.allocate(3, a, 64) == 16  # only block 11 survived in HBM
