@@ -30,6 +30,7 @@ class Sequence:
     prefill_target: int = 0  # tokens to prefill: the prompt, plus what it had generated if preempted
     computed_tokens: int = 0  # of prefill_target, tokens whose KV exists (cached or computed)
     generated: int = 0  # output tokens committed so far
+    reserved_tokens: int = 0  # tokens the KV blocks held so far can take without growing
     scheduled_s: float = -1.0
     first_token_s: float = -1.0
     preemptions: int = 0
@@ -75,7 +76,8 @@ def schedule(running: list[Sequence], waiting: deque[Sequence], kv: KVCache, bud
     for seq in list(running):
         if seq.prefilling:
             continue
-        while not kv.grow(seq.request_id, seq.context_tokens + per_decode):
+        needed = seq.context_tokens + per_decode
+        while needed > seq.reserved_tokens and not kv.grow(seq.request_id, needed):
             victim = next((s for s in reversed(running) if s is not seq), None)
             if victim is None:
                 raise ValueError(f"request {seq.request_id} needs more KV blocks than the GPU holds "
@@ -83,6 +85,8 @@ def schedule(running: list[Sequence], waiting: deque[Sequence], kv: KVCache, bud
             _preempt(victim, running, waiting, kv, decision)
         if seq not in running:
             continue
+        if needed > seq.reserved_tokens:
+            seq.reserved_tokens = -(-needed // kv.block_tokens) * kv.block_tokens
         if tokens_left < per_decode:
             break
         decision.decodes.append(seq)
@@ -102,6 +106,7 @@ def schedule(running: list[Sequence], waiting: deque[Sequence], kv: KVCache, bud
             break
         waiting.popleft()
         seq.computed_tokens = cached
+        seq.reserved_tokens = -(-seq.prefill_target // kv.block_tokens) * kv.block_tokens
         if seq.preemptions == 0:
             seq.cached_tokens = cached
         if seq.scheduled_s < 0:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterator
+from functools import lru_cache
 from typing import TypeVar
 
 from hwmodels.dtypes import Dtype
@@ -38,6 +39,12 @@ SWIGLU_OPS = 4  # silu (sigmoid, multiply) and the gate product, per value
 GATED_NORM_OPS = 6  # KDA's gated RMSNorm on the output, per value
 
 
+@lru_cache(maxsize=65536)
+def _make(cls: type[KernelKind], **fields: object) -> KernelKind:
+    """One shared, validated kernel object per shape: steps repeat the same shapes layer after layer."""
+    return cls(**fields)
+
+
 def _k(layer: int, name: str, kernel: KernelKind) -> StepItem:
     return StepItem(layer, name, kernel=kernel)
 
@@ -57,7 +64,7 @@ def _gemm(d: Deployment, part: Part, m: int, n: int, k: int) -> Gemm:
     split = 1
     if tiles < d.gpu.compute_units:
         split = max(1, min(d.gpu.compute_units // tiles, k // 256))
-    return Gemm(m=m, n=n, k=k, dtype=_math_dtype(d, part), split_k=split)
+    return _make(Gemm, m=m, n=n, k=k, dtype=_math_dtype(d, part), split_k=split)
 
 
 def _math_dtype(d: Deployment, part: Part) -> Dtype:
@@ -79,7 +86,7 @@ def _mean(values: tuple[int, ...]) -> int:
 def pre_stack_items(batch: Batch, d: Deployment) -> Iterator[StepItem]:
     """Vocab-parallel embedding lookup and its all-reduce."""
     h = d.model.hidden_size
-    yield _k(0, "embedding", Copy(size_bytes=batch.tokens * h * ACT_BYTES))
+    yield _k(0, "embedding", _make(Copy, size_bytes=batch.tokens * h * ACT_BYTES))
     yield from _c(0, "embedding", CollectiveOp.ALL_REDUCE, batch.tokens * h * ACT_BYTES, d.tp)
 
 
@@ -87,10 +94,10 @@ def post_stack_items(batch: Batch, d: Deployment) -> Iterator[StepItem]:
     """Final norm, the vocab-parallel LM head on sampled positions, the logits gather and sampling."""
     m, last = d.model, d.model.layers + 1
     sampled, vocab = batch.sampled_tokens, m.vocab_size
-    yield _k(last, "final_norm", RmsNorm(tokens=batch.tokens, hidden=m.hidden_size))
+    yield _k(last, "final_norm", _make(RmsNorm, tokens=batch.tokens, hidden=m.hidden_size))
     yield _k(last, "lm_head", _gemm(d, Part.EMBEDDING, sampled, cdiv(vocab, d.tp), m.hidden_size))
     yield from _c(last, "logits", CollectiveOp.ALL_GATHER, sampled * cdiv(vocab, d.tp) * 4, d.tp)
-    yield _k(last, "sampling", Elementwise(elements=sampled * vocab, inputs=1, ops_per_element=4, dtype="fp32"))
+    yield _k(last, "sampling", _make(Elementwise, elements=sampled * vocab, inputs=1, ops_per_element=4, dtype="fp32"))
 
 
 def layer_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
@@ -99,10 +106,10 @@ def layer_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     block = m.attnres_block_size
     if block and layer > 1 and (layer - 1) % block == 0:
         sources = (layer - 1) // block + 1  # the embedding and every completed block
-        yield _k(layer, "attnres_mix", AttnResMix(tokens=t, hidden=m.hidden_size, sources=sources,
+        yield _k(layer, "attnres_mix", _make(AttnResMix, tokens=t, hidden=m.hidden_size, sources=sources,
                                                   fused_norm=d.options.attnres_norm_fused))
     else:
-        yield _k(layer, "input_norm", AddRmsNorm(tokens=t, hidden=m.hidden_size))
+        yield _k(layer, "input_norm", _make(AddRmsNorm, tokens=t, hidden=m.hidden_size))
     mixer = m.mixer(layer)
     if mixer is Mixer.MLA:
         yield from _mla_items(layer, batch, d)
@@ -110,7 +117,7 @@ def layer_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
         yield from _kda_items(layer, batch, d)
     else:
         yield from _gqa_items(layer, batch, d)
-    yield _k(layer, "post_attention_norm", AddRmsNorm(tokens=t, hidden=m.hidden_size))
+    yield _k(layer, "post_attention_norm", _make(AddRmsNorm, tokens=t, hidden=m.hidden_size))
     if m.is_moe_layer(layer):
         yield from _moe_items(layer, batch, d)
     else:
@@ -130,10 +137,10 @@ def _mla_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     qk = a.qk_nope_head_dim + a.qk_rope_head_dim
     if a.q_lora_rank:
         yield _k(layer, "mla.q_a", _gemm(d, Part.ATTENTION, t, a.q_lora_rank, hid))
-        yield _k(layer, "mla.q_a_norm", RmsNorm(tokens=t, hidden=a.q_lora_rank))
+        yield _k(layer, "mla.q_a_norm", _make(RmsNorm, tokens=t, hidden=a.q_lora_rank))
     yield _k(layer, "mla.q_b", _gemm(d, Part.ATTENTION, t, h * qk, a.q_lora_rank or hid))
     yield _k(layer, "mla.kv_a", _gemm(d, Part.ATTENTION, t, a.latent_width, hid))
-    yield _k(layer, "mla.kv_a_norm", RmsNorm(tokens=t, hidden=a.kv_lora_rank))
+    yield _k(layer, "mla.kv_a_norm", _make(RmsNorm, tokens=t, hidden=a.kv_lora_rank))
     positions = batch.spec_depth + 1
     queries = len(batch.decodes) + len(batch.verifies) * positions
     if queries:
@@ -151,7 +158,7 @@ def _mla_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
         if d.dcp > 1:
             partials = queries * h * d.dcp * (a.kv_lora_rank * 4 + 4)  # fp32 output + log-sum-exp per head
             yield from _c(layer, "mla.dcp_partial_exchange", CollectiveOp.ALL_TO_ALL, partials, d.dcp)
-            yield _k(layer, "mla.dcp_merge", Elementwise(elements=queries * h * a.kv_lora_rank, inputs=d.dcp,
+            yield _k(layer, "mla.dcp_merge", _make(Elementwise, elements=queries * h * a.kv_lora_rank, inputs=d.dcp,
                                                          ops_per_element=3 * d.dcp, dtype="fp32"))
         yield _k(layer, "mla.absorb_v", _gemm(d, Part.ATTENTION, queries, h * a.v_head_dim, a.kv_lora_rank))
     if batch.prefills:
@@ -165,7 +172,7 @@ def _mla_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     width = h * a.v_head_dim
     if a.output_gate:
         yield _k(layer, "mla.gate", _gemm(d, Part.ATTENTION, t, width, hid))
-        yield _k(layer, "mla.gate_mul", Elementwise(elements=t * width, inputs=2, ops_per_element=4))
+        yield _k(layer, "mla.gate_mul", _make(Elementwise, elements=t * width, inputs=2, ops_per_element=4))
     yield from _output_projection(layer, "mla", t, width, d)
 
 
@@ -183,20 +190,21 @@ def _kda_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     yield _k(layer, "kda.beta", _gemm(d, Part.ATTENTION, t, h, hid))
     yield _k(layer, "kda.output_gate_a", _gemm(d, Part.ATTENTION, t, k, hid))
     yield _k(layer, "kda.output_gate_b", _gemm(d, Part.ATTENTION, t, width, k))
-    yield _k(layer, "kda.short_conv", Elementwise(elements=t * 3 * width, inputs=1, ops_per_element=2 * a.conv_kernel))
+    yield _k(layer, "kda.short_conv", _make(Elementwise, elements=t * 3 * width, inputs=1,
+                                            ops_per_element=2 * a.conv_kernel))
     if o.dispatcher_copies:
-        yield _k(layer, "kda.dispatcher_copy", Copy(size_bytes=o.dispatcher_copy_bytes))
+        yield _k(layer, "kda.dispatcher_copy", _make(Copy, size_bytes=o.dispatcher_copy_bytes))
     if batch.decodes:
-        yield _k(layer, "kda.decode", KdaDecode(seqs=len(batch.decodes), heads=h, key_dim=k, value_dim=k,
+        yield _k(layer, "kda.decode", _make(KdaDecode, seqs=len(batch.decodes), heads=h, key_dim=k, value_dim=k,
                                                fused=o.kda_decode_fused))
     if batch.verifies:
-        yield _k(layer, "kda.verify", KdaVerify(seqs=len(batch.verifies), positions=batch.spec_depth + 1, heads=h,
-                                               head_dim=k, tile_cols=o.kda_verify_tile_cols))
+        yield _k(layer, "kda.verify", _make(KdaVerify, seqs=len(batch.verifies), positions=batch.spec_depth + 1,
+                                            heads=h, head_dim=k, tile_cols=o.kda_verify_tile_cols))
     if batch.prefills:
         tokens = tuple(c.tokens for c in batch.prefills)
-        yield _k(layer, "kda.prefill", KdaPrefill(seqs=len(tokens), tokens=_mean(tokens), heads=h, key_dim=k,
+        yield _k(layer, "kda.prefill", _make(KdaPrefill, seqs=len(tokens), tokens=_mean(tokens), heads=h, key_dim=k,
                                                  value_dim=k, grouped_scan=o.kda_prefill_grouped_scan))
-    yield _k(layer, "kda.gated_norm", Elementwise(elements=t * width, inputs=2, ops_per_element=GATED_NORM_OPS))
+    yield _k(layer, "kda.gated_norm", _make(Elementwise, elements=t * width, inputs=2, ops_per_element=GATED_NORM_OPS))
     yield from _output_projection(layer, "kda", t, width, d)
 
 
@@ -232,7 +240,7 @@ def _dense_mlp_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepIt
     m, t = d.model, batch.tokens
     inter = cdiv(m.intermediate_size, d.tp)
     yield _k(layer, "mlp.gate_up", _gemm(d, Part.DENSE_MLP, t, 2 * inter, m.hidden_size))
-    yield _k(layer, "mlp.act", Elementwise(elements=t * inter, inputs=2, ops_per_element=SWIGLU_OPS))
+    yield _k(layer, "mlp.act", _make(Elementwise, elements=t * inter, inputs=2, ops_per_element=SWIGLU_OPS))
     yield _k(layer, "mlp.down", _gemm(d, Part.DENSE_MLP, t, m.hidden_size, inter))
     yield from _c(layer, "mlp.output", CollectiveOp.ALL_REDUCE, t * m.hidden_size * ACT_BYTES, d.tp)
 
@@ -254,26 +262,26 @@ def _moe_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     hid, width = m.hidden_size, moe.latent_size or m.hidden_size
     routed_dt = _math_dtype(d, Part.ROUTED_EXPERTS)
     yield _k(layer, "moe.router", _gemm(d, Part.SHARED_EXPERTS, t, moe.experts, hid))
-    yield _k(layer, "moe.topk", Elementwise(elements=t * moe.experts, inputs=1, ops_per_element=4, dtype="fp32"))
+    yield _k(layer, "moe.topk", _make(Elementwise, elements=t * moe.experts, inputs=1, ops_per_element=4, dtype="fp32"))
     if moe.latent_size:
         yield _k(layer, "moe.latent_down", _gemm(d, Part.SHARED_EXPERTS, t, cdiv(width, d.tp), hid))
         yield from _c(layer, "moe.latent_gather", CollectiveOp.ALL_GATHER, t * cdiv(width, d.tp) * ACT_BYTES, d.tp)
-        yield _k(layer, "moe.latent_norm", RmsNorm(tokens=t, hidden=width))
+        yield _k(layer, "moe.latent_norm", _make(RmsNorm, tokens=t, hidden=width))
     local_experts = moe.experts // d.ep
     inter = cdiv(moe.expert_intermediate_size, d.tp // d.ep)
     routings = t * moe.top_k / d.ep
     active = max(1, round(active_experts(moe.experts, t * moe.top_k) * local_experts / moe.experts))
     per_expert = math.ceil(routings / active)
     tile = _moe_tile_m(per_expert)
-    yield _k(layer, "moe.routed_up", MoeGemm(experts=active, tokens_per_expert=per_expert, n=2 * inter, k=width,
+    yield _k(layer, "moe.routed_up", _make(MoeGemm, experts=active, tokens_per_expert=per_expert, n=2 * inter, k=width,
                                             dtype=routed_dt, tile_m=tile))
-    yield _k(layer, "moe.routed_act", Elementwise(elements=active * per_expert * inter, inputs=2,
+    yield _k(layer, "moe.routed_act", _make(Elementwise, elements=active * per_expert * inter, inputs=2,
                                                   ops_per_element=SWIGLU_OPS))
-    yield _k(layer, "moe.routed_down", MoeGemm(experts=active, tokens_per_expert=per_expert, n=width, k=inter,
+    yield _k(layer, "moe.routed_down", _make(MoeGemm, experts=active, tokens_per_expert=per_expert, n=width, k=inter,
                                               dtype=routed_dt, tile_m=tile))
     if moe.latent_size:
         yield from _c(layer, "moe.latent_reduce", CollectiveOp.ALL_REDUCE, t * width * ACT_BYTES, d.tp)
-        yield _k(layer, "moe.latent_out_norm", RmsNorm(tokens=t, hidden=width))
+        yield _k(layer, "moe.latent_out_norm", _make(RmsNorm, tokens=t, hidden=width))
         # BRIEF mechanism 3: before, every rank projects all `hid` outputs of the same latent input;
         # with ownership each projects only its own coordinates into its shared-expert partial
         out = cdiv(hid, d.tp) if o.moe_output_dedup else hid
@@ -281,7 +289,7 @@ def _moe_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     if moe.shared_experts:
         inter_shared = cdiv(moe.shared_experts * moe.expert_intermediate_size, d.tp)
         yield _k(layer, "moe.shared_gate_up", _gemm(d, Part.SHARED_EXPERTS, t, 2 * inter_shared, hid))
-        yield _k(layer, "moe.shared_act", Elementwise(elements=t * inter_shared, inputs=2,
+        yield _k(layer, "moe.shared_act", _make(Elementwise, elements=t * inter_shared, inputs=2,
                                                       ops_per_element=SWIGLU_OPS))
         yield _k(layer, "moe.shared_down", _gemm(d, Part.SHARED_EXPERTS, t, hid, inter_shared))
     yield from _c(layer, "moe.output", CollectiveOp.ALL_REDUCE, t * hid * ACT_BYTES, d.tp)
