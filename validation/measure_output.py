@@ -1,0 +1,81 @@
+"""Statistics of timed samples, and the atomic CSV and text writers of measurement runs (no torch needed)."""
+
+from __future__ import annotations
+
+import csv
+import io
+import math
+import os
+import sys
+import tempfile
+from collections.abc import Sequence
+from pathlib import Path
+
+
+def percentile(values: Sequence[float], q: float) -> float:
+    """q-th percentile (0..100) with linear interpolation between order statistics (numpy's default)."""
+    if not values:
+        raise ValueError("percentile of no values")
+    ordered = sorted(values)
+    pos = (len(ordered) - 1) * q / 100.0
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(ordered) - 1)
+    return ordered[lo] + (ordered[hi] - ordered[lo]) * (pos - lo)
+
+
+def summarize(times_s: Sequence[float]) -> dict[str, object]:
+    """Median, p10 and p90 of per-op times in seconds, and how many samples they came from."""
+    bad = [t for t in times_s if not (math.isfinite(t) and t > 0)]
+    if bad:
+        raise ValueError(f"non-positive or non-finite times: {bad[:3]}")
+    return {
+        "time_s_median": percentile(times_s, 50),
+        "time_s_p10": percentile(times_s, 10),
+        "time_s_p90": percentile(times_s, 90),
+        "repeats": len(times_s),
+    }
+
+
+
+def _cell(value: object) -> str:
+    if value is None:
+        return ""
+    if isinstance(value, float):
+        return f"{value:.6e}"
+    return str(value)
+
+
+def write_csv_atomic(path: Path, header: Sequence[str], rows: Sequence[dict[str, object]]) -> None:
+    """Write rows to path through a temporary file in the same folder, then rename it into place."""
+    path = Path(path)
+    unknown = sorted({key for row in rows for key in row} - set(header))
+    if unknown:
+        raise ValueError(f"row keys not in the {path.name} header: {unknown}")
+    buf = io.StringIO()
+    writer = csv.writer(buf)
+    writer.writerow(header)
+    writer.writerows([_cell(row.get(col)) for col in header] for row in rows)
+    write_text_atomic(path, buf.getvalue())
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write text to path unchanged through a temporary file in the same folder, then rename it into place."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "w", newline="") as f:
+            f.write(text)
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def output_folder(out: Path | None, prog: str) -> Path | None:
+    """`out`, else $OUT, created if missing; None, with the reason on stderr prefixed by prog, if neither is set."""
+    out = out if out is not None else (Path(os.environ["OUT"]) if os.environ.get("OUT") else None)
+    if out is None:
+        print(f"{prog}: no output folder: pass --out DIR or set $OUT", file=sys.stderr)
+    else:
+        out.mkdir(parents=True, exist_ok=True)
+    return out
