@@ -26,7 +26,7 @@ from workloads.memory import plan_memory
 from workloads.model import Part, load_model
 from workloads.step_time import StepTimer
 from workloads.trace_readers import read_trace
-from workloads.traces import AgenticConfig, RequestStream, agentic_stream, random_stream
+from workloads.traces import AgenticConfig, RequestStream, agentic_stream, random_stream, theoretical_prefix_reuse
 
 # Assumption: an MTP draft token costs about one layer of the main model's decode step (the MTP
 # head is one transformer block and shares the LM head); the engine charges drafts this share.
@@ -145,6 +145,8 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
     summary["step_cache"] = {"hits": timer.hits, "misses": timer.misses, "hit_rate": timer.hit_rate,
                              "miss_wall_s": timer.miss_wall_s}
     summary["kv_capacity_tokens"] = memory.kv_capacity_tokens
+    # the stream's reuse with an unlimited cache: the ceiling prefix_hit_rate is measured against
+    summary["theoretical_prefix_reuse"] = theoretical_prefix_reuse(stream) if scenario.cache.prefix_caching else 0.0
     summary["host_prefix_hit_rate"] = kv.host_hits_tokens / kv.lookups_tokens if kv.lookups_tokens else 0.0
     summary["host_capacity_blocks"] = host_blocks
     return SimulationResult(scenario, requests, steps, summary)
