@@ -115,10 +115,14 @@ def build_fabric(platform: Platform, gpu: GPU) -> Fabric:
 
 
 def fair_rates(routes: Sequence[tuple[Link, ...]]) -> list[float]:
-    """Max-min fair rates (bytes/s) of flows along `routes` sharing their links."""
+    """Max-min fair rates (bytes/s) of flows along `routes` sharing their links.
+
+    Progressive filling: the links with the smallest equal share saturate together; their flows are
+    fixed at that share and the rest re-shared. Symmetric collectives finish in one round.
+    """
     rates = [0.0] * len(routes)
     unfixed = set(range(len(routes)))
-    remaining = {}
+    remaining: dict[tuple[str, str], float] = {}
     for route in routes:
         for link in route:
             remaining[(link.src, link.dst)] = link.bandwidth_bytes_per_s
@@ -127,13 +131,14 @@ def fair_rates(routes: Sequence[tuple[Link, ...]]) -> list[float]:
         for i in unfixed:
             for link in routes[i]:
                 users.setdefault((link.src, link.dst), []).append(i)
-        bottleneck = min(users, key=lambda key: remaining[key] / len(users[key]))
-        share = remaining[bottleneck] / len(users[bottleneck])
-        for i in users[bottleneck]:
+        shares = {key: remaining[key] / len(flows) for key, flows in users.items()}
+        share = min(shares.values())
+        fixed = {i for key, flows in users.items() if shares[key] <= share * (1 + 1e-12) for i in flows}
+        for i in fixed:
             rates[i] = share
-            unfixed.discard(i)
             for link in routes[i]:
                 remaining[(link.src, link.dst)] -= share
+        unfixed -= fixed
     return rates
 
 
