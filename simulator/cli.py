@@ -34,7 +34,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="write summary.json, requests.csv, steps.csv and report.html here")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
-    comp = sub.add_parser("compare", help="predict design changes: each overlay on a base, deltas in %")
+    comp = sub.add_parser("compare", help="predict design changes: each overlay on a base, deltas in %%")
     comp.add_argument("base", help="base scenario YAML, or the word 'default' for the built-in default")
     comp.add_argument("changes", nargs="*", metavar="CHANGE.yaml",
                       help="design-change overlays (simulator/scenarios/changes/), each merged onto the base")

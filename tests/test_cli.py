@@ -180,3 +180,12 @@ def test_collective_user_errors(capsys, argv, message):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("argv", [[], ["run"], ["compare"], ["hw"], ["model"], ["memory"], ["step"], ["codec"],
+                                  ["collective"], ["kernel"], ["occupancy"]])
+def test_every_help_page_prints(capsys, argv):
+    with pytest.raises(SystemExit) as exit_info:
+        main([*argv, "--help"])
+    assert exit_info.value.code == 0
+    assert "usage: infersim" in capsys.readouterr().out
