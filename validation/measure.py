@@ -21,6 +21,7 @@ from pathlib import Path
 from validation.measure_output import (  # noqa: F401 - re-exported for the suites and tests
     output_folder,
     percentile,
+    report_failures,
     summarize,
     write_csv_atomic,
     write_text_atomic,
@@ -350,12 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wrote {path} ({len(rows)} rows); nvidia-smi: {measure_suites.smi_clocks()}", flush=True)
         tables.append(format_table(suite, rows))
     print("\n\n".join(tables))
-    if failures:
-        print(f"measure: {len(failures)} case(s) failed:", file=sys.stderr)
-        for f in failures:
-            print("  " + f, file=sys.stderr)
-        return 1
-    return 0
+    return report_failures("measure", failures)
 
 
 if __name__ == "__main__":

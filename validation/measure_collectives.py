@@ -38,6 +38,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from validation.measure import EAGER, GRAPH, output_folder, percentile, summarize, write_csv_atomic
+from validation.measure_output import report_failures
 
 CSV_NAME = "collectives_nccl.csv"
 TOPOLOGY_NAME = "topology.txt"
@@ -378,12 +379,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for op in ops[1:]:
         print(format_table(rows, kernel_name(args.backend, op)))
     print(format_table(rows, kernel_name(args.backend, ops[0])))
-    if failures:
-        print(f"measure_collectives: {len(failures)} failure(s):", file=sys.stderr)
-        for f in failures:
-            print("  " + f, file=sys.stderr)
-        return 1
-    return 0
+    return report_failures("measure_collectives", failures)
 
 
 if __name__ == "__main__":

@@ -79,3 +79,13 @@ def output_folder(out: Path | None, prog: str) -> Path | None:
     else:
         out.mkdir(parents=True, exist_ok=True)
     return out
+
+
+def report_failures(prog: str, failures: Sequence[str]) -> int:
+    """Print failed cases to stderr; the exit status of a run (1 if any case failed)."""
+    if not failures:
+        return 0
+    print(f"{prog}: {len(failures)} case(s) failed:", file=sys.stderr)
+    for failure in failures:
+        print("  " + failure, file=sys.stderr)
+    return 1
