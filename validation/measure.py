@@ -18,6 +18,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from validation import suites as companion_suites
 from validation.measure_output import (  # noqa: F401 - re-exported for the suites and tests
     output_folder,
     percentile,
@@ -27,7 +28,8 @@ from validation.measure_output import (  # noqa: F401 - re-exported for the suit
     write_text_atomic,
 )
 
-SUITES = ("gemm", "copy_grid", "launch")
+BASE_SUITES = ("gemm", "copy_grid", "launch")
+SUITES = (*BASE_SUITES, *companion_suites.NAMES)
 
 BF16 = "bfloat16"
 FP8 = "float8_e4m3fn"
@@ -251,15 +253,20 @@ CASES: dict[str, Callable[[], Sequence[Case]]] = {
 }
 
 
+def shape_columns(suite: str) -> tuple[str, ...]:
+    """Shape columns of one suite, built in or companion."""
+    return SHAPE_COLUMNS[suite] if suite in BASE_SUITES else companion_suites.load(suite).SHAPE_COLUMNS
+
+
+def suite_cases(suite: str) -> Sequence[Case]:
+    """The planned cases of one suite, built in or companion."""
+    return CASES[suite]() if suite in BASE_SUITES else companion_suites.load(suite).cases()
+
+
 def columns(suite: str) -> list[str]:
     """CSV header of one suite."""
-    return [
-        "kernel",
-        *SHAPE_COLUMNS[suite],
-        *TIMING_COLUMNS,
-        *METHOD_COLUMNS[suite],
-        *PROVENANCE_COLUMNS,
-    ]
+    method = METHOD_COLUMNS[suite] if suite in BASE_SUITES else companion_suites.load(suite).METHOD_COLUMNS
+    return ["kernel", *shape_columns(suite), *TIMING_COLUMNS, *method, *PROVENANCE_COLUMNS]
 
 
 def case_row(case: Case) -> dict[str, object]:
@@ -277,7 +284,7 @@ def case_row(case: Case) -> dict[str, object]:
 
 
 def _shape_text(row: dict[str, object], suite: str) -> str:
-    return " ".join(f"{c}={row[c]}" for c in SHAPE_COLUMNS[suite] if row.get(c) not in (None, ""))
+    return " ".join(f"{c}={row[c]}" for c in shape_columns(suite) if row.get(c) not in (None, ""))
 
 
 def format_table(suite: str, rows: Sequence[dict[str, object]]) -> str:
@@ -320,7 +327,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     suites = expand_suites(args.suite)
     if args.list:
         for suite in suites:
-            for case in CASES[suite]():
+            for case in suite_cases(suite):
                 print(suite, case_row(case))
         return 0
     out = output_folder(args.out, "measure")
@@ -344,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     failures: list[str] = []
     tables = []
     for suite in suites:
-        rows, suite_failures = measure_suites.run_suite(suite, CASES[suite](), env)
+        rows, suite_failures = measure_suites.run_suite(suite, suite_cases(suite), env)
         failures += [f"{suite}: {f}" for f in suite_failures]
         path = out / f"{suite}.csv"
         write_csv_atomic(path, columns(suite), rows)

@@ -17,6 +17,7 @@ import torch
 import triton
 import triton.language as tl
 
+from validation import suites as companion_suites
 from validation.measure import (
     BF16,
     EAGER,
@@ -386,7 +387,9 @@ def _provenance(env: dict) -> dict[str, object]:
 def run_suite(suite: str, cases: Sequence[Case], env: dict) -> tuple[list[dict], list[str]]:
     """Rows of every case that passed its check and was timed, and a line per failed case."""
     try:
-        return RUNNERS[suite](cases, env)
+        if suite in RUNNERS:
+            return RUNNERS[suite](cases, env)
+        return companion_suites.load(suite).run(cases, env)
     except Exception as e:
         traceback.print_exc()
         return [], [f"suite aborted: {e}"]

@@ -13,68 +13,32 @@ import argparse
 import csv
 import statistics
 import sys
-from dataclasses import dataclass
 from pathlib import Path
 
-from hwmodels.calibration import load_calibration
-from hwmodels.roofline import LaunchMode, kernel_time
-from hwmodels.spec import load_gpu
-from workloads.kernel_base import KernelKind
+from validation import suites as companion_suites
+from validation.comparison import TORCH_DTYPES, Comparison, compare
 from workloads.kernels import Copy, Elementwise, Gemm
 
 DATA_DIR = Path(__file__).parent / "data"
-_TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float8_e4m3fn": "fp8", "float32": "fp32"}
-
-
-@dataclass(frozen=True)
-class Comparison:
-    """One measured row beside its prediction."""
-
-    label: str
-    group: str  # rows summarised together, e.g. "gemm bf16 decode"
-    launch_mode: str
-    measured_s: float
-    predicted_s: float
-    bound: str
-
-    @property
-    def error(self) -> float:
-        """Signed relative error of the prediction."""
-        return (self.predicted_s - self.measured_s) / self.measured_s
-
-
-def _compare(row: dict[str, str], kernel: KernelKind, gpu_name: str, label: str, group: str) -> Comparison:
-    gpu, calib = load_gpu(gpu_name), load_calibration(gpu_name)
-    (launch,) = kernel.launches()
-    predicted = kernel_time(launch, gpu, calib, LaunchMode(row["launch_mode"]))
-    gpu_only = row.get("host_gaps") == "hidden" and row["launch_mode"] == "eager"
-    return Comparison(
-        label=label,
-        group=group,
-        launch_mode=row["launch_mode"],
-        measured_s=float(row["time_s_median"]),
-        predicted_s=predicted.time_s - (predicted.launch_s if gpu_only else 0.0),
-        bound=predicted.bound.value,
-    )
 
 
 def _gemm(row: dict[str, str], gpu_name: str) -> Comparison:
     m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
-    dtype = _TORCH_DTYPES.get(row["dtype"], row["dtype"])
+    dtype = TORCH_DTYPES.get(row["dtype"], row["dtype"])
     regime = "prefill" if m >= 1024 else "decode"
-    return _compare(row, Gemm(m=m, n=n, k=k, dtype=dtype), gpu_name, f"{m}x{n}x{k}", f"gemm {dtype} {regime}")
+    return compare(row, Gemm(m=m, n=n, k=k, dtype=dtype), gpu_name, f"{m}x{n}x{k}", f"gemm {dtype} {regime}")
 
 
 def _copy(row: dict[str, str], gpu_name: str) -> Comparison:
     size = int(row["n_elems"]) * 4  # float32
     grid = int(row["grid"]) if row["grid"] else None  # torch's own copy: its own grid
     kernel = Copy(size_bytes=size) if grid is None else Copy(size_bytes=size, bytes_per_workgroup=-(-size // grid))
-    return _compare(row, kernel, gpu_name, f"{row['kernel']} grid {row['grid'] or '-'}", "copy")
+    return compare(row, kernel, gpu_name, f"{row['kernel']} grid {row['grid'] or '-'}", "copy")
 
 
 def _launch(row: dict[str, str], gpu_name: str) -> Comparison:
     kernel = Elementwise(elements=int(row["numel"]), inputs=1, dtype="fp32")
-    return _compare(row, kernel, gpu_name, f"{row['kernel']} {row['launch_mode']}", f"launch {row['launch_mode']}")
+    return compare(row, kernel, gpu_name, f"{row['kernel']} {row['launch_mode']}", f"launch {row['launch_mode']}")
 
 
 SUITES = {"gemm": _gemm, "copy_grid": _copy, "launch": _launch}
@@ -83,7 +47,9 @@ SUITES = {"gemm": _gemm, "copy_grid": _copy, "launch": _launch}
 def compare_suite(path: Path, gpu_name: str) -> list[Comparison]:
     """Every row of one suite's CSV beside the model's prediction for the same shape and launch mode."""
     with path.open(newline="") as handle:
-        return [SUITES[path.stem](row, gpu_name) for row in csv.DictReader(handle)]
+        rows = list(csv.DictReader(handle))
+    one = SUITES[path.stem] if path.stem in SUITES else companion_suites.load(path.stem).compare
+    return [one(row, gpu_name) for row in rows]
 
 
 def error_summary(rows: list[Comparison]) -> dict[str, dict[str, float]]:
@@ -102,7 +68,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m validation.report", description=__doc__.splitlines()[0])
     parser.add_argument("--hw", default="h200", help="GPU whose data folder to read (default h200)")
     args = parser.parse_args(argv)
-    paths = [DATA_DIR / args.hw / f"{suite}.csv" for suite in SUITES]
+    paths = [DATA_DIR / args.hw / f"{suite}.csv" for suite in (*SUITES, *companion_suites.NAMES)]
     paths = [p for p in paths if p.exists()]
     if not paths:
         print(f"report: no measurements under {DATA_DIR / args.hw}", file=sys.stderr)

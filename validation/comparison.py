@@ -1,0 +1,61 @@
+"""One measured row beside the model's prediction for the same kernel launches and launch mode."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hwmodels.calibration import load_calibration
+from hwmodels.roofline import LaunchMode, kernel_time
+from hwmodels.spec import load_gpu
+from workloads.kernel_base import KernelKind
+
+TORCH_DTYPES = {"bfloat16": "bf16", "float16": "fp16", "float8_e4m3fn": "fp8", "float32": "fp32"}
+
+
+@dataclass(frozen=True)
+class Comparison:
+    """One measured row beside its prediction."""
+
+    label: str
+    group: str  # rows summarised together (a kernel family), e.g. "gemm bf16 decode"
+    launch_mode: str
+    measured_s: float
+    predicted_s: float
+    bound: str
+    fitted: bool = False  # True when a constant of the model was fitted on this row
+
+    @property
+    def error(self) -> float:
+        """Signed relative error of the prediction."""
+        return (self.predicted_s - self.measured_s) / self.measured_s
+
+
+def compare(
+    row: dict[str, str], kernels: KernelKind | Sequence[KernelKind], gpu_name: str, label: str, group: str,
+    fitted: bool = False,
+) -> Comparison:
+    """Sum of the predicted times of every launch of `kernels`, against the row's median time per op.
+
+    A row timed with `host_gaps=hidden` in eager mode measured the GPU alone, so its prediction
+    leaves out the launch overheads; every other row is compared with the whole prediction.
+    """
+    gpu, calib = load_gpu(gpu_name), load_calibration(gpu_name)
+    kernels = (kernels,) if isinstance(kernels, KernelKind) else tuple(kernels)
+    mode = LaunchMode(row["launch_mode"])
+    gpu_only = row.get("host_gaps") == "hidden" and mode is LaunchMode.EAGER
+    total_s, bounds = 0.0, []
+    for kernel in kernels:
+        for launch in kernel.launches():
+            t = kernel_time(launch, gpu, calib, mode)
+            total_s += t.time_s - (t.launch_s if gpu_only else 0.0)
+            bounds.append((t.time_s, t.bound.value))
+    return Comparison(
+        label=label,
+        group=group,
+        launch_mode=row["launch_mode"],
+        measured_s=float(row["time_s_median"]),
+        predicted_s=total_s,
+        bound=max(bounds)[1],
+        fitted=fitted,
+    )
