@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from simulator.cli import main
+from infersim.cli import main
 
 
 def run_json(capsys, *argv: str) -> dict:

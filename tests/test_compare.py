@@ -6,8 +6,8 @@ import json
 
 import pytest
 
-from simulator.cli import main
-from simulator.compare import METRICS, compare, delta_pct, load_changes
+from infersim.cli import main
+from infersim.compare import METRICS, compare, delta_pct, load_changes
 from simulator.scenario import SCENARIO_DIR, ScenarioError, load_scenario
 from simulator.simulate import acceptance_of
 

@@ -1,4 +1,4 @@
-"""Imports go one way (hwmodels <- workloads <- simulator <- validation), and simpy lives in simulator/."""
+"""Imports go one way (hwmodels <- workloads <- simulator <- validation <- infersim), and simpy lives in simulator/."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-LAYERS = ["hwmodels", "workloads", "simulator", "validation"]
+LAYERS = ["hwmodels", "workloads", "simulator", "validation", "infersim"]
 
 
 def _modules() -> list[Path]:

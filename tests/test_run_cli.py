@@ -6,7 +6,7 @@ import json
 
 import pytest
 
-from simulator.cli import main
+from infersim.cli import main
 
 SUMMARY_KEYS = {
     "requests_completed", "simulated_s", "wall_s", "sim_speedup", "gpus", "ttft_s", "tpot_s", "itl_s",

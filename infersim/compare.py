@@ -99,7 +99,7 @@ def _names(paths: Sequence[str | Path]) -> list[str]:
 def compare_command(base: str, changes: Sequence[str | Path], sets: Sequence[str], *,
                     table: bool) -> tuple[dict[str, Any], str]:
     """The CLI's (result, title): the JSON comparison, or with `table` the same laid out for print_result."""
-    from simulator.progress import run_with_progress
+    from infersim.progress import run_with_progress
 
     base_scenario, loaded = load_changes(base, changes, sets)
     result = compare(base_scenario, loaded, run=run_with_progress)
@@ -129,7 +129,7 @@ def table_layout(result: Mapping[str, Any]) -> dict[str, Any]:
 
 def _shown(metric: str, value: float | int | None) -> str:
     """A metric in human units (tables.human by the key's suffix); large unitless counts with separators."""
-    from simulator.tables import human
+    from infersim.tables import human
 
     key = metric.split(".")[0]
     if value is not None and not key.endswith("_s") and "_per_s" not in key and abs(value) >= 1e4:

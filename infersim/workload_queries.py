@@ -11,7 +11,7 @@ from typing import Any
 from hwmodels.calibration import load_calibration
 from hwmodels.interconnect import build_fabric
 from hwmodels.spec import load_gpu, load_platform
-from simulator.queries import from_strings
+from infersim.queries import from_strings
 from workloads.codecs import Codec
 from workloads.deployment import Deployment, KernelOptions
 from workloads.memory import plan_memory
@@ -123,7 +123,7 @@ def step_query(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, decod
                options: Mapping[str, str] | None = None, platform: str | None = None,
                quickreduce: str | None = None) -> dict[str, Any]:
     """One engine step: per-family launches, FLOP, bytes and time, collectives, and the total."""
-    from simulator.collective_queries import platform_for
+    from infersim.collective_queries import platform_for
 
     timer = step_timer(model, hw, platform_for(platform or hw, tp), tp, dcp, ep,
                        tuple(sorted((options or {}).items())), quickreduce)

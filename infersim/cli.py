@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from simulator import collective_queries, queries, workload_queries
+from infersim import collective_queries, queries, workload_queries
 
 EXIT_USER_ERROR = 2
 
@@ -147,7 +147,7 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     if args.command == "run":
         return _run_scenario(args)
     if args.command == "compare":
-        from simulator.compare import compare_command
+        from infersim.compare import compare_command
 
         return compare_command(args.base, args.changes, args.sets, table=not args.json)
     if args.command == "hw" and args.hw_command == "list":
@@ -187,13 +187,13 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
 
 
 def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    from simulator.progress import run_with_progress
+    from infersim.progress import run_with_progress
     from simulator.scenario import load_scenario
 
     scenario = load_scenario(args.scenario, args.overlay, args.sets)
     result = run_with_progress(scenario)
     if args.out:
-        from simulator.outputs import write_outputs
+        from infersim.outputs import write_outputs
 
         written = write_outputs(result, args.out)
         print(f"infersim: wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
@@ -239,7 +239,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         print(json.dumps(result, indent=2, sort_keys=False))
     else:
-        from simulator.tables import print_result, print_sweep
+        from infersim.tables import print_result, print_sweep
 
         if "rows" in result and "variants" in result:
             print_sweep(title, result)

@@ -1,0 +1,4 @@
+"""The command-line application: queries, runs, comparisons, validation reports and the files they write.
+
+The top layer: it may import every other package (hwmodels <- workloads <- simulator <- validation <- infersim).
+"""
