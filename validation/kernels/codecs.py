@@ -7,7 +7,9 @@ Integer codecs: q = round-half-even(clip(x * e, -qmax, qmax - 1)), stored biased
 a = |clip(x * e, -6, 6)| rounds to the nearest of 0, 0.5, 1, 1.5, 2, 3, 4, 6 (ties to the even code), stored
 sign-magnitude as u = sign << 3 | code. Decoding gives (u - qmax) * d, or +-E2M1(code) * d. Clipping before
 rounding equals QuickReduce's rint-then-clamp for integer bounds, and keeps the rounding out of reach of FMA
-contraction, so the GPU and the numpy reference (`codecs_ref`) produce the same bits.
+contraction, so the GPU and the numpy reference (`codecs_ref`) produce the same bits. The FP codec carries fp16
+(bf16 input is rounded to fp16, as vLLM's default cast does). The float64 reference of a round trip is the input
+itself, within `codecs_ref.error_bound`.
 
 Byte layout of one tile (little-endian; our own, not QuickReduce's thread-interleaved one; the sizes match
 `workloads.codecs.Codec.tile_bytes`). Value v of the tile (block v // 32) sits in each bit plane in order: a
