@@ -44,6 +44,18 @@ def occupancy(gpu: GPU, *, lds_bytes: int = 0, threads: int = 256, vgprs: int = 
     register slots are pooled over the CU's SIMDs. lds_bytes=0 and
     vgprs=0 leave that resource out of the limits (vgprs=0 means unknown).
     """
+    per_gpu = _CACHE.setdefault(id(gpu), (gpu, {}))[1]  # the GPU is held, so its id is not reused
+    found = per_gpu.get((lds_bytes, threads, vgprs))
+    if found is None:
+        found = per_gpu[(lds_bytes, threads, vgprs)] = _occupancy(gpu, lds_bytes, threads, vgprs)
+    return found
+
+
+# Occupancy results by GPU object (specs hold mappings, so a GPU is not hashable): kernels repeat shapes.
+_CACHE: dict[int, tuple[GPU, dict[tuple[int, int, int], Occupancy]]] = {}
+
+
+def _occupancy(gpu: GPU, lds_bytes: int, threads: int, vgprs: int) -> Occupancy:
     if threads <= 0 or threads > gpu.max_threads_per_workgroup:
         raise ValueError(f"threads must be in 1..{gpu.max_threads_per_workgroup} on {gpu.name}, got {threads}")
     if lds_bytes < 0 or lds_bytes > gpu.lds_max_per_workgroup_bytes:

@@ -102,21 +102,44 @@ def post_stack_items(batch: Batch, d: Deployment) -> Iterator[StepItem]:
 
 def layer_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     """Input norm (or AttnRes mixing), the token mixer, the post-attention norm, then the MLP or MoE."""
-    m, t = d.model, batch.tokens
-    block = m.attnres_block_size
+    yield from input_items(layer, batch, d)
+    yield from mixer_items(layer, batch, d)
+    yield from ffn_items(layer, batch, d)
+
+
+def attnres_sources(layer: int, d: Deployment) -> int:
+    """Earlier block outputs mixed at this layer's input: 0 unless the layer starts an AttnRes block."""
+    block = d.model.attnres_block_size
     if block and layer > 1 and (layer - 1) % block == 0:
-        sources = (layer - 1) // block + 1  # the embedding and every completed block
+        return (layer - 1) // block + 1  # the embedding and every completed block
+    return 0
+
+
+def input_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
+    """The layer's input: AttnRes mixing where a block starts, else the residual add + RMSNorm. Depends on tokens."""
+    m, t = d.model, batch.tokens
+    sources = attnres_sources(layer, d)
+    if sources:
         yield _k(layer, "attnres_mix", _make(AttnResMix, tokens=t, hidden=m.hidden_size, sources=sources,
                                                   fused_norm=d.options.attnres_norm_fused))
     else:
         yield _k(layer, "input_norm", _make(AddRmsNorm, tokens=t, hidden=m.hidden_size))
-    mixer = m.mixer(layer)
+
+
+def mixer_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
+    """The token mixer of this layer: MLA, KDA or GQA. Depends on the whole batch."""
+    mixer = d.model.mixer(layer)
     if mixer is Mixer.MLA:
         yield from _mla_items(layer, batch, d)
     elif mixer is Mixer.KDA:
         yield from _kda_items(layer, batch, d)
     else:
         yield from _gqa_items(layer, batch, d)
+
+
+def ffn_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
+    """The post-attention norm, then the MoE or dense MLP. Depends on the batch's token count only."""
+    m, t = d.model, batch.tokens
     yield _k(layer, "post_attention_norm", _make(AddRmsNorm, tokens=t, hidden=m.hidden_size))
     if m.is_moe_layer(layer):
         yield from _moe_items(layer, batch, d)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from hwmodels.calibration import Calibration
@@ -41,6 +42,8 @@ class _Memo:
 
     kernels: dict[KernelKind, list[tuple[str, float]]] = field(default_factory=dict)
     collectives: dict[Collective, tuple[str, float]] = field(default_factory=dict)
+    parts: dict[tuple, StepTime] = field(default_factory=dict)  # layer parts by signature and batch key
+    signatures: tuple[dict[tuple, int], dict[tuple, int]] | None = None  # of the one deployment this memo serves
 
 
 def time_plan(plan: StepPlan, fabric: Fabric, calib: Calibration, quickreduce: Codec | None = None,
@@ -77,29 +80,57 @@ def time_plan(plan: StepPlan, fabric: Fabric, calib: Calibration, quickreduce: C
 
 
 def time_batch(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Calibration,
-               quickreduce: Codec | None = None, memo: _Memo | None = None) -> StepTime:
-    """The time of `batch` without listing every layer: layers with the same signature cost the same.
+               quickreduce: Codec | None = None, memo: _Memo | None = None,
+               round_tokens: Callable[[int], int] | None = None) -> StepTime:
+    """The time of `batch` without listing every layer: layer parts with the same signature cost the same.
 
-    Equals `time_plan(build_step(batch, deployment), ...)`: a layer's items depend only on its mixer,
-    whether it is an MoE layer, and whether (and with how many sources) it starts an AttnRes block.
+    Equals `time_plan(build_step(batch, deployment), ...)`. A layer is three parts: its input (norm or
+    AttnRes mixing, by source count), its mixer (by mixer type) and its FFN (MoE or dense). The input
+    and FFN parts, and the embedding and LM head around the stack, depend on the batch's token counts
+    only, so the memo keeps them by those counts across batches; a mixer part is timed per batch.
+    `round_tokens` (the step cache's bucketing) times those token-count parts at a rounded count.
     """
-    from workloads.layers import layer_items, post_stack_items, pre_stack_items
+    from workloads.layers import attnres_sources, ffn_items, input_items, mixer_items, post_stack_items, pre_stack_items
 
-    m = deployment.model
-    groups: dict[tuple, list[int]] = {}
-    for layer in range(1, m.layers + 1):
-        starts_block = bool(m.attnres_block_size) and layer > 1 and (layer - 1) % m.attnres_block_size == 0
-        sources = (layer - 1) // m.attnres_block_size + 1 if starts_block else 0
-        groups.setdefault((m.mixer(layer), m.is_moe_layer(layer), sources), []).append(layer)
     memo = memo if memo is not None else _Memo()
-    parts = [time_plan(StepPlan(deployment, batch, tuple(pre_stack_items(batch, deployment))
-                                + tuple(post_stack_items(batch, deployment))), fabric, calib, quickreduce, memo)]
-    weights = [1]
-    for layers in groups.values():
-        items = tuple(layer_items(layers[0], batch, deployment))
-        parts.append(time_plan(StepPlan(deployment, batch, items), fabric, calib, quickreduce, memo))
-        weights.append(len(layers))
+    if memo.signatures is None:
+        memo.signatures = _layer_signatures(deployment, attnres_sources)
+    counts, first = memo.signatures
+    sampled = batch.sampled_tokens
+    t = batch.tokens if round_tokens is None else max(sampled, round_tokens(batch.tokens))
+    parts, weights = [], []
+    for signature, weight in (("stack",), 1), *counts.items():
+        key = (*signature, batch if signature[0] == "mixer" else t, sampled if signature[0] == "stack" else 0)
+        part = memo.parts.get(key)
+        if part is None:
+            by = batch if signature[0] == "mixer" or t == batch.tokens else _with_tokens(t, sampled)
+            if signature[0] == "stack":
+                items = (*pre_stack_items(by, deployment), *post_stack_items(by, deployment))
+            else:
+                maker = {"input": input_items, "mixer": mixer_items, "ffn": ffn_items}[signature[0]]
+                items = tuple(maker(first[signature], by, deployment))
+            part = memo.parts[key] = time_plan(StepPlan(deployment, by, items), fabric, calib, quickreduce, memo)
+        parts.append(part)
+        weights.append(weight)
     return _combine(parts, weights, deployment)
+
+
+def _with_tokens(tokens: int, sampled: int) -> Batch:
+    """A batch with these token and sampled-position counts, for parts that depend on nothing else."""
+    return Batch(prefills=(PrefillChunk(tokens - sampled + 1, 0),), decodes=(1,) * (sampled - 1))
+
+
+def _layer_signatures(deployment: Deployment, attnres_sources) -> tuple[dict[tuple, int], dict[tuple, int]]:
+    """Layers per part signature, and the first layer of each: the same for every batch of a deployment."""
+    m = deployment.model
+    counts: dict[tuple, int] = {}
+    first: dict[tuple, int] = {}
+    for layer in range(1, m.layers + 1):
+        for signature in (("input", attnres_sources(layer, deployment)), ("mixer", m.mixer(layer)),
+                          ("ffn", m.is_moe_layer(layer))):
+            counts[signature] = counts.get(signature, 0) + 1
+            first.setdefault(signature, layer)
+    return counts, first
 
 
 def _combine(parts: list[StepTime], weights: list[int], deployment: Deployment) -> StepTime:
@@ -170,7 +201,8 @@ class StepTimer:
             verifies=(verifies[1],) * verifies[0],
             spec_depth=depth,
         )
-        result = time_batch(representative, self.deployment, self.fabric, self.calib, self.quickreduce, self._memo)
+        result = time_batch(representative, self.deployment, self.fabric, self.calib, self.quickreduce, self._memo,
+                            round_tokens=lambda t: _geometric(t, self.bucket_ratio))
         self._cache[key] = result
         self.misses += 1
         self.miss_wall_s += time.perf_counter() - start
