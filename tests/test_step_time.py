@@ -11,7 +11,7 @@ from hwmodels.interconnect import build_fabric
 from hwmodels.spec import load_gpu, load_platform
 from workloads.deployment import Deployment, KernelOptions
 from workloads.model import load_model
-from workloads.step import Batch, build_step
+from workloads.step import Batch, PrefillChunk, build_step
 from workloads.step_time import StepTimer, time_plan
 
 GPU = load_gpu("h200")
@@ -53,6 +53,30 @@ def test_more_context_never_makes_a_step_faster():
     timer = StepTimer(LLAMA, FABRIC, CALIB)
     times = [timer.step_time_s(Batch(decodes=(ctx,) * 32)) for ctx in (1000, 4000, 16000, 64000)]
     assert times == sorted(times)
+
+
+MIXED = Batch(prefills=(PrefillChunk(700, 3000), PrefillChunk(1200, 0)), decodes=(5000, 900, 33000))
+SPEC = Batch(prefills=(PrefillChunk(64, 100),), verifies=(4000, 12000), spec_depth=3)
+
+
+@pytest.mark.parametrize("model,gpu,tp,dcp", [
+    ("llama-3.1-70b", "h200", 8, 1), ("llama-3.1-70b", "h200", 8, 4), ("deepseek-v3", "h200", 8, 8),
+    ("kimi-k3", "mi355x", 8, 1), ("kimi-k3", "mi355x", 8, 8), ("qwen3-235b-a22b", "b200", 4, 1),
+])
+@pytest.mark.parametrize("batch", [MIXED, SPEC], ids=["mixed", "spec"])
+def test_layer_parts_sum_to_the_full_plan_for_every_mixer(model, gpu, tp, dcp, batch):
+    # the part split (token-count parts, prefill and decode mixer parts) must lose and double nothing
+    from workloads.step_time import time_batch
+
+    d = Deployment(load_model(model), load_gpu(gpu), tp=tp, dcp=dcp)
+    platform = {"h200": "h200-8", "mi355x": "mi355x-8", "b200": "b200-8"}[gpu]
+    fabric, calib = build_fabric(load_platform(platform), d.gpu), load_calibration(gpu)
+    full = time_plan(build_step(batch, d), fabric, calib)
+    parts = time_batch(batch, d, fabric, calib)
+    assert parts.kernel_launches == full.kernel_launches
+    assert parts.by_family_s == pytest.approx(full.by_family_s, rel=1e-12)
+    assert parts.by_collective_s == pytest.approx(full.by_collective_s, rel=1e-12)
+    assert parts.total_s == pytest.approx(full.total_s, rel=1e-12)
 
 
 def test_grouping_layers_by_signature_gives_the_full_plan_time():

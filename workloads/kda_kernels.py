@@ -41,6 +41,10 @@ class KdaPrefill(KernelKind):
     grouped_scan: bool = False  # True: summaries, an ordered scan and a parallel replay (4 launches)
     block_v: int = 64  # value columns per workgroup of the scan and replay kernels
     threads: int = 256  # threads per workgroup
+    # True: the intra launch also writes qg = scale * q * exp(G) (bf16, T x K) and each chunk's decay
+    # exp(G_last) (fp32, K), which the scan reads in place of q and of the gates (FLA's optional qg);
+    # the companion kernel validation/kernels/kda.py works this way. Plain path only.
+    stores_qg: bool = False
 
     def __post_init__(self) -> None:
         check_ints(self, ("seqs", "tokens", "heads", "key_dim", "value_dim", "chunk", "block_v",
@@ -48,6 +52,9 @@ class KdaPrefill(KernelKind):
         if self.chunk not in _CHUNK_SIZES:
             raise ValueError(f"chunk must be one of {_CHUNK_SIZES}, got {self.chunk}")
         check_bool(self, "grouped_scan")
+        check_bool(self, "stores_qg")
+        if self.stores_qg and self.grouped_scan:
+            raise ValueError("stores_qg describes the plain two-launch path; it cannot be combined with grouped_scan")
 
     @property
     def chunks(self) -> int:
@@ -86,6 +93,9 @@ class KdaPrefill(KernelKind):
         c_full = min(c_max, t)
         inputs_per_token = 2 * kd * _BF16_BYTES + vd * _BF16_BYTES + kd * _FP32_BYTES + _FP32_BYTES
         wuk_per_token = (2 * kd + vd) * _BF16_BYTES
+        decays = n * kd * _FP32_BYTES if self.stores_qg else 0  # exp(G_last) of every chunk
+        qg = t * kd * _BF16_BYTES + decays if self.stores_qg else 0
+        qg_per_chunk = c_full * kd * _BF16_BYTES + kd * _FP32_BYTES if self.stores_qg else 0
 
         intra = launch(
             # A_qk and A_kk (2c^2 K), w and u (2c^2 K + 2c^2 V); the UT forward substitution, whose
@@ -94,20 +104,21 @@ class KdaPrefill(KernelKind):
              Dtype.FP32: sh * self._over_chunks(lambda c: (c**3 - c) // 3)},
             # q, k, v bf16; g fp32 per key channel; beta fp32 per token
             read=sh * t * (2 * kd * _BF16_BYTES + vd * _BF16_BYTES + kd * _FP32_BYTES + _FP32_BYTES),
-            write=sh * (wuk + a_qk),
+            write=sh * (wuk + a_qk + qg),
             workgroups=sh * n,
             # q and k tiles bf16 (2*c*K*2), gate tile fp32 (c*K*4), A block fp32 (c*c*4): 80 KiB at
             # c=64, K=128, near the 79.5 KiB the BRIEF reports for the real prologue
             lds=2 * c_max * kd * _BF16_BYTES + c_max * kd * _FP32_BYTES + c_max * c_max * _FP32_BYTES,
             per_chunk=(4 * c_full * c_full * kd + 2 * c_full * c_full * vd + (c_full**3 - c_full) // 3,
-                       c_full * (inputs_per_token + wuk_per_token) + c_full * c_full * _FP32_BYTES),
+                       c_full * (inputs_per_token + wuk_per_token) + c_full * c_full * _FP32_BYTES
+                       + qg_per_chunk),
         )
         if not self.grouped_scan:
             scan = launch(
                 # state update (v_new 2cKV, h 2cKV) and output (q.h 2cKV, A_qk.v_new 2c^2 V)
                 {Dtype.BF16: sh * self._over_chunks(lambda c: 6 * c * kd * vd + 2 * c * c * vd)},
-                # the V tiles share w, kg and q through L2, so those count once
-                read=sh * (wuk + a_qk + q + state),
+                # the V tiles share w, kg and q (or qg) through L2, so those count once
+                read=sh * (wuk + a_qk + q + decays + state),
                 write=sh * (o + state),
                 workgroups=sh * v_tiles,
                 lds=scan_lds,

@@ -100,6 +100,19 @@ def post_stack_items(batch: Batch, d: Deployment) -> Iterator[StepItem]:
     yield _k(last, "sampling", _make(Elementwise, elements=sampled * vocab, inputs=1, ops_per_element=4, dtype="fp32"))
 
 
+# Mixer items that depend on the batch's sequences (kinds, counts, lengths), not only on its token
+# count. The step cache keys them by the prefill chunks, or by the decodes and verifies; a test holds
+# the split to the full plan, so an item missing here shows up as a difference there.
+PREFILL_ITEMS = frozenset({"mla.kv_b", "mla.prefill_attention", "kda.prefill", "gqa.prefill_attention"})
+DECODE_ITEMS = frozenset({
+    "mla.absorb_k", "mla.dcp_query_exchange", "mla.decode", "mla.dcp_partial_exchange", "mla.dcp_merge",
+    "mla.absorb_v", "kda.decode", "kda.verify",
+    *(f"gqa.{what}_{kind}" for kind in ("decode", "verify")
+      for what in ("dcp_query_exchange", "dcp_partial_exchange")),
+    "gqa.decode_attention", "gqa.verify_attention",
+})
+
+
 def layer_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     """Input norm (or AttnRes mixing), the token mixer, the post-attention norm, then the MLP or MoE."""
     yield from input_items(layer, batch, d)

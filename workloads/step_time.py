@@ -18,7 +18,6 @@ from hwmodels.interconnect import Fabric
 from hwmodels.roofline import kernel_time
 from workloads.codecs import Codec
 from workloads.collective_policy import collective_time
-from workloads.collectives import Collective
 from workloads.deployment import Deployment
 from workloads.kernel_base import KernelKind
 from workloads.step import Batch, PrefillChunk, StepPlan
@@ -41,7 +40,7 @@ class _Memo:
     """Times of kernels and collectives already costed: a step repeats the same shapes layer after layer."""
 
     kernels: dict[KernelKind, list[tuple[str, float]]] = field(default_factory=dict)
-    collectives: dict[Collective, tuple[str, float]] = field(default_factory=dict)
+    collectives: dict[tuple, tuple[str, float]] = field(default_factory=dict)  # by (op, payload, group)
     parts: dict[tuple, StepTime] = field(default_factory=dict)  # layer parts by signature and batch key
     signatures: tuple[dict[tuple, int], dict[tuple, int]] | None = None  # of the one deployment this memo serves
 
@@ -68,11 +67,12 @@ def time_plan(plan: StepPlan, fabric: Fabric, calib: Calibration, quickreduce: C
                 kernel_s += t
             launches += len(timed)
         elif item.collective is not None:
-            entry = memo.collectives.get(item.collective)
+            c = item.collective
+            entry = memo.collectives.get((c.op, c.payload_bytes, c.group_size))  # the purpose does not time it
             if entry is None:
-                result = collective_time(item.collective, fabric, d.gpu, calib, mode=mode, quickreduce=quickreduce)
-                entry = (f"{item.collective.op.value}:{result.algorithm.value}", result.time_s)
-                memo.collectives[item.collective] = entry
+                result = collective_time(c, fabric, d.gpu, calib, mode=mode, quickreduce=quickreduce)
+                entry = (f"{c.op.value}:{result.algorithm.value}", result.time_s)
+                memo.collectives[(c.op, c.payload_bytes, c.group_size)] = entry
             by_collective[entry[0]] = by_collective.get(entry[0], 0.0) + entry[1]
             collective_s += entry[1]
     total = max(kernel_s, collective_s) if d.options.overlap_collectives else kernel_s + collective_s
@@ -90,28 +90,46 @@ def time_batch(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Cali
     only, so the memo keeps them by those counts across batches; a mixer part is timed per batch.
     `round_tokens` (the step cache's bucketing) times those token-count parts at a rounded count.
     """
-    from workloads.layers import attnres_sources, ffn_items, input_items, mixer_items, post_stack_items, pre_stack_items
+    from workloads import layers
 
     memo = memo if memo is not None else _Memo()
     if memo.signatures is None:
-        memo.signatures = _layer_signatures(deployment, attnres_sources)
+        memo.signatures = _layer_signatures(deployment, layers.attnres_sources)
     counts, first = memo.signatures
     sampled = batch.sampled_tokens
     t = batch.tokens if round_tokens is None else max(sampled, round_tokens(batch.tokens))
+    by_tokens = batch if t == batch.tokens else _with_tokens(t, sampled)
+    sequences = layers.PREFILL_ITEMS | layers.DECODE_ITEMS
     parts, weights = [], []
-    for signature, weight in (("stack",), 1), *counts.items():
-        key = (*signature, batch if signature[0] == "mixer" else t, sampled if signature[0] == "stack" else 0)
+
+    def add(key: tuple, weight: int, by: Batch, make: Callable[[], tuple], keep=None) -> None:
         part = memo.parts.get(key)
         if part is None:
-            by = batch if signature[0] == "mixer" or t == batch.tokens else _with_tokens(t, sampled)
-            if signature[0] == "stack":
-                items = (*pre_stack_items(by, deployment), *post_stack_items(by, deployment))
-            else:
-                maker = {"input": input_items, "mixer": mixer_items, "ffn": ffn_items}[signature[0]]
-                items = tuple(maker(first[signature], by, deployment))
+            items = tuple(i for i in make() if keep is None or keep(i.name))
             part = memo.parts[key] = time_plan(StepPlan(deployment, by, items), fabric, calib, quickreduce, memo)
         parts.append(part)
         weights.append(weight)
+
+    add(("stack", t, sampled), 1, by_tokens,
+        lambda: (*layers.pre_stack_items(by_tokens, deployment), *layers.post_stack_items(by_tokens, deployment)))
+    for signature, weight in counts.items():
+        kind, layer = signature[0], first[signature]
+        if kind != "mixer":
+            maker = layers.input_items if kind == "input" else layers.ffn_items
+            add((*signature, t), weight, by_tokens, lambda m=maker, la=layer: tuple(m(la, by_tokens, deployment)))
+            continue
+        add((*signature, "tokens", t), weight, by_tokens,
+            lambda la=layer: tuple(layers.mixer_items(la, by_tokens, deployment)), lambda n: n not in sequences)
+        if batch.prefills:
+            only = Batch(prefills=batch.prefills)
+            add((*signature, "prefills", batch.prefills), weight, only,
+                lambda la=layer, b=only: tuple(layers.mixer_items(la, b, deployment)),
+                layers.PREFILL_ITEMS.__contains__)
+        if batch.decodes or batch.verifies:
+            only = Batch(decodes=batch.decodes, verifies=batch.verifies, spec_depth=batch.spec_depth)
+            add((*signature, "decodes", batch.decodes, batch.verifies, batch.spec_depth), weight, only,
+                lambda la=layer, b=only: tuple(layers.mixer_items(la, b, deployment)),
+                layers.DECODE_ITEMS.__contains__)
     return _combine(parts, weights, deployment)
 
 
