@@ -29,9 +29,10 @@ import math
 import numbers
 from collections import OrderedDict
 from collections.abc import Sequence
-from typing import cast
 
 import numpy as np
+
+from simulator.blocktable import BlockTable
 
 _FIRST_UNLIMITED_BLOCKS = 1024  # initial size of an unlimited cache's per-block arrays; they double as needed
 _FIRST_QUEUE_ENTRIES = 1024  # initial size of the LRU's entry arrays; they double as needed
@@ -48,19 +49,17 @@ def _check_positive(name: str, value: object) -> int:
     return int(value)
 
 
-def _as_keys(hashes: np.ndarray | Sequence[int]) -> list[int]:
-    """Hashes as Python ints, converted once per call so dict look-ups are fast."""
-    if isinstance(hashes, np.ndarray):
-        return hashes.tolist()
-    return list(map(int, hashes))
+def _as_keys(hashes: np.ndarray | Sequence[int]) -> np.ndarray:
+    """Hashes as a uint64 array, for one vectorized look-up per prompt."""
+    if isinstance(hashes, np.ndarray) and hashes.dtype == np.uint64:
+        return hashes
+    return np.asarray(hashes, dtype=np.uint64)
 
 
-def _leading(found: list[int | None]) -> int:
-    """Length of the run of found blocks from index 0 (found[i] is None for a miss)."""
-    try:
-        return found.index(None)
-    except ValueError:
-        return len(found)
+def _leading(found: np.ndarray) -> int:
+    """Length of the run of found blocks from index 0 (found[i] is -1 for a miss)."""
+    misses = np.flatnonzero(found < 0)
+    return int(misses[0]) if misses.size else int(found.size)
 
 
 class KVCache:
@@ -83,8 +82,8 @@ class KVCache:
         self._refs = np.zeros(size, dtype=np.int64)  # running sequences holding each block
         self._hashed = np.zeros(size, dtype=bool)  # whether each block is keyed in the prefix cache
         self._freed_at = np.zeros(size, dtype=np.int64)  # the release stamp of each block's latest LRU entry
-        self._block_hash: dict[int, int] = {}  # block -> its prefix hash
-        self._cached: dict[int, int] = {}  # prefix hash -> block (used or free-cached)
+        self._block_key = np.zeros(size, dtype=np.uint64)  # each hashed block's prefix hash
+        self._cached = BlockTable(size)  # prefix hash -> block (used or free-cached)
         # The LRU is a FIFO of (block, release stamp) entries in release order. Reviving or re-freeing a block
         # leaves its old entry stale rather than searching for it, and eviction skips stale entries, so every
         # operation is vectorized and O(1) per block; an OrderedDict costs ~10x more per block.
@@ -167,11 +166,11 @@ class KVCache:
 
     def hash_of(self, block: int) -> int | None:
         """The prefix hash a block is cached under, or None."""
-        return self._block_hash.get(block)
+        return int(self._block_key[block]) if 0 <= block < self._hashed.size and self._hashed[block] else None
 
     def match(self, hashes: np.ndarray | Sequence[int]) -> int:
         """Leading blocks of `hashes` that are cached (used or free); touches no LRU order or counter."""
-        return _leading(list(map(self._cached.get, _as_keys(hashes))))
+        return _leading(self._cached.get_many(_as_keys(hashes)))
 
     def allocate(self, seq_id: int, hashes: np.ndarray | Sequence[int], tokens: int) -> int | None:
         """Admit a prompt of `tokens` tokens: its cached token count, or None (and no change) if blocks run out."""
@@ -182,19 +181,20 @@ class KVCache:
         if len(keys) > tokens // self._block_tokens:
             raise ValueError(f"KVCache.allocate: {len(keys)} block hashes for a {tokens}-token prompt, which has "
                              f"only {tokens // self._block_tokens} full blocks of {self._block_tokens} tokens")
-        if len(set(keys)) != len(keys):  # a repeated hash would map two positions to one block
+        ordered = np.sort(keys)  # a repeated hash would map two positions to one block (np.unique is 10x slower)
+        if (ordered[1:] == ordered[:-1]).any():
             raise ValueError("KVCache.allocate: block hashes repeat; prefix hashes are chained, so they never do")
-        found = list(map(self._cached.get, keys))
+        found = self._cached.get_many(keys)
         hit_blocks = _leading(found)
-        matched = cast("list[int]", found[:hit_blocks])  # no None before the first miss
+        matched = found[:hit_blocks]
         host_blocks = 0
         if self._host:
-            for key in keys[hit_blocks:]:
+            for key in keys[hit_blocks:].tolist():
                 if key not in self._host:
                     break
                 host_blocks += 1
         need = -(-tokens // self._block_tokens) - hit_blocks
-        held = np.array(matched, dtype=np.int64)
+        held = matched
         revived = held[self._refs[held] == 0]  # free-cached blocks this sequence takes back out of the LRU
         if need > self._available() - revived.size:
             return None
@@ -203,10 +203,10 @@ class KVCache:
         new = self._take(need)
         self._refs[new] = 1
         fresh = keys[hit_blocks:]
-        self._register(new[: len(fresh)], fresh)
-        self._seqs[seq_id] = matched + new
+        self._register(np.array(new[: fresh.size], dtype=np.int64), fresh)
+        self._seqs[seq_id] = matched.tolist() + new
         self._used += revived.size + need
-        for key in keys[hit_blocks: hit_blocks + host_blocks]:
+        for key in keys[hit_blocks: hit_blocks + host_blocks].tolist():
             self._host.move_to_end(key)
         self.offload_loaded_blocks += host_blocks
         hit_tokens = min((hit_blocks + host_blocks) * self._block_tokens, tokens - 1)
@@ -266,9 +266,11 @@ class KVCache:
         elif rest:
             evicted = self._evict(rest)
             self._hashed[evicted] = False
-            for key in map(self._block_hash.pop, evicted):
-                del self._cached[key]
-                self._offload(key)
+            gone = self._block_key[evicted]
+            self._cached.delete_many(gone)
+            if self._host_capacity:
+                for key in gone.tolist():
+                    self._offload(key)
             taken.extend(evicted)
             self.evictions += rest
         return taken
@@ -291,18 +293,13 @@ class KVCache:
         self.offload_stored_blocks = self.offload_loaded_blocks = 0
         return moved
 
-    def _register(self, blocks: list[int], keys: list[int]) -> None:
-        """Key new full blocks by their (distinct) prefix hashes, skipping hashes already cached."""
-        if self._cached.keys().isdisjoint(keys):  # the usual case, at C speed
-            self._cached.update(zip(keys, blocks, strict=True))
-            self._block_hash.update(zip(blocks, keys, strict=True))
-            self._hashed[blocks] = True
-            return
-        for key, block in zip(keys, blocks, strict=True):
-            if key not in self._cached:
-                self._cached[key] = block
-                self._block_hash[block] = key
-                self._hashed[block] = True
+    def _register(self, blocks: np.ndarray, keys: np.ndarray) -> None:
+        """Key new full blocks by their prefix hashes, skipping hashes still cached after this admission's evictions."""
+        new = self._cached.get_many(keys) < 0
+        blocks, keys = blocks[new], keys[new]
+        self._cached.put_many(keys, blocks)
+        self._block_key[blocks] = keys
+        self._hashed[blocks] = True
 
     def _release(self, seq_id: int) -> None:
         """Drop a sequence's references; blocks no one holds go to the LRU (hashed) or the never-used pool."""
@@ -372,7 +369,7 @@ class KVCache:
         if size <= self._refs.size:
             return
         new_size = max(size, 2 * self._refs.size)
-        for name in ("_refs", "_hashed", "_freed_at"):
+        for name in ("_refs", "_hashed", "_freed_at", "_block_key"):
             old = getattr(self, name)
             grown = np.zeros(new_size, dtype=old.dtype)
             grown[: old.size] = old
