@@ -1,0 +1,298 @@
+"""KDA suite: chunked prefill, decode and speculative verify (`validation/kernels/kda.py`) at Kimi K3 TP8 shapes.
+
+One GPU holds 12 of K3's 96 KDA heads at TP8 (BRIEF), K = V = 128. Counts, made before timing:
+
+- FLOP (reference C.3, the algorithm's useful work, not the instructions the kernels issue). Prefill, per
+  head and per chunk of c tokens (the last one may be short): 4c²K + 4c²V + 6cKV + (c³ - c)/3, the C.3
+  table with the UT solve counted exactly, which is also `KdaPrefill`'s sum over its two launches. The
+  intra kernel issues more: each of A's four 16-row blocks is a full 64-row dot with the other rows
+  zeroed, and the w, u products are dense. Decode and verify: 7KV per token and head (decay KV,
+  k^T S 2KV, rank-1 update 2KV, q^T S 2KV); the O(K + V) vector terms are left out (under 0.6 %).
+- bytes: minimal HBM traffic: inputs once (q, k, v bf16; g fp32; beta fp32), the state read once and
+  written once (verify with store_states writes every position's state instead, and leaves the input
+  state as it was), outputs once (o bf16). The prefill's intermediates (w, u, kg, qg, A_qk) are not counted.
+
+Timing: prefill eager with host gaps hidden (one prefill, two launches, per sample); decode and verify in
+CUDA-graph mode, as serving engines run them. Every case rotates whole sets (inputs, state and outputs)
+so that consecutive launches touch more than twice the L2, unless one set already does.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+SUITE = "kda"
+SHAPE_COLUMNS = ("seqs", "tokens", "heads", "key_dim", "value_dim", "block_v", "store_states", "num_warps")
+METHOD_COLUMNS = ("n_input_sets", "rel_err")
+
+HEADS = 12  # Kimi K3: 96 KDA heads / TP8 (BRIEF)
+HEAD_DIM = 128  # K = V (BRIEF)
+CHUNK = 64  # equals validation.kernels.kda.CHUNK (not imported: that module imports triton)
+PREFILL_SHAPES = ((1, 1024), (1, 4096), (1, 16384), (4, 4096))  # (seqs, tokens per sequence)
+PREFILL_BLOCK_V = 32  # FLA's fwd_h tries BV in {32, 64}; 32 gives twice the workgroups at 12 heads
+PREFILL_WARPS = 8  # both prefill launches (validation.kernels.kda.PREFILL_WARPS)
+DECODE_SEQS = (1, 8, 32, 64, 128, 256)
+DECODE_BLOCK_V = (32, 16)
+VERIFY_SEQS = (1, 8, 32, 64)
+VERIFY_POSITIONS = 4
+VERIFY_BLOCK_V = (32, 16, 8, 4)
+RECURRENT_WARPS = 4  # FLA fused_recurrent: num_warps = 4
+MIN_GRAPH_OPS = 20  # launches per graph at least; more when the rotation needs more sets
+# Rotation is planned before the GPU is seen, with the larger of the two H200 L2 figures (h200.yaml:
+# 50 MiB datasheet, 60 MiB reported by PyTorch); run() checks the plan against the measured L2.
+PLAN_L2_BYTES = 60 * 2**20
+L2_ROTATION_FACTOR = 2
+BF16_BYTES, FP32_BYTES = 2, 4
+PREFILL, DECODE, VERIFY = "kda_prefill", "kda_decode", "kda_verify"
+GROUPS = {PREFILL: "kda prefill", DECODE: "kda decode", VERIFY: "kda verify"}
+
+
+def rotation_sets(set_bytes: int, l2_bytes: int = PLAN_L2_BYTES) -> int:
+    """Sets needed so that consecutive launches touch more than L2_ROTATION_FACTOR x l2_bytes."""
+    return L2_ROTATION_FACTOR * l2_bytes // set_bytes + 1
+
+
+@dataclass(frozen=True)
+class KdaCase:
+    """One timed KDA configuration: `tokens` per sequence (1 for decode, the positions for verify)."""
+
+    kernel: str
+    seqs: int
+    tokens: int
+    block_v: int
+    num_warps: int
+    store_states: bool | None = None  # verify only
+    heads: int = HEADS
+    key_dim: int = HEAD_DIM
+    value_dim: int = HEAD_DIM
+    dtype: str = "bfloat16"  # the activations'; gates, beta and state are fp32
+    host_gaps: str = "hidden"
+
+    @property
+    def suite(self) -> str:
+        return SUITE
+
+    @property
+    def launch_mode(self) -> str:
+        return "eager" if self.kernel == PREFILL else "graph"
+
+    @property
+    def n_sets(self) -> int:
+        return rotation_sets(self.set_bytes())
+
+    @property
+    def ops_per_sample(self) -> int:
+        """Prefills per eager sample, or launches per graph: a whole number of passes over the sets."""
+        if self.kernel == PREFILL:
+            return 1
+        return self.n_sets * math.ceil(MIN_GRAPH_OPS / self.n_sets)
+
+    def _inputs_bytes(self) -> int:
+        """q, k, v, g and beta of every token and head."""
+        kd, vd = self.key_dim, self.value_dim
+        per_token = 2 * kd * BF16_BYTES + vd * BF16_BYTES + kd * FP32_BYTES + FP32_BYTES
+        return self.seqs * self.tokens * self.heads * per_token
+
+    def _state_bytes(self) -> int:
+        return self.seqs * self.heads * self.key_dim * self.value_dim * FP32_BYTES
+
+    def _out_bytes(self) -> int:
+        return self.seqs * self.tokens * self.heads * self.value_dim * BF16_BYTES
+
+    def _states_written(self) -> int:
+        """States stored: every position's with store_states, else the final one."""
+        return self.tokens if self.store_states else 1
+
+    def flop(self) -> int:
+        kd, vd, sh = self.key_dim, self.value_dim, self.seqs * self.heads
+        if self.kernel != PREFILL:
+            return 7 * kd * vd * self.tokens * sh
+
+        def per_chunk(c: int) -> int:
+            return 4 * c * c * kd + 4 * c * c * vd + 6 * c * kd * vd + (c**3 - c) // 3
+
+        full, rest = divmod(self.tokens, CHUNK)
+        return sh * (full * per_chunk(CHUNK) + (per_chunk(rest) if rest else 0))
+
+    def bytes(self) -> int:
+        return self._inputs_bytes() + self._out_bytes() + (1 + self._states_written()) * self._state_bytes()
+
+    def set_bytes(self) -> int:
+        """Bytes of one rotated set: inputs, input state, output and every written state that is not in place."""
+        in_place = self.kernel != PREFILL and not self.store_states
+        states = 1 if in_place else 1 + self._states_written()
+        return self._inputs_bytes() + self._out_bytes() + states * self._state_bytes()
+
+    def shape(self) -> dict[str, object]:
+        return {"seqs": self.seqs, "tokens": self.tokens, "heads": self.heads, "key_dim": self.key_dim,
+                "value_dim": self.value_dim, "block_v": self.block_v, "store_states": self.store_states,
+                "num_warps": self.num_warps}
+
+
+def cases() -> list[KdaCase]:
+    """Prefill, then decode, then verify; same-kernel cases adjacent so each compiles once."""
+    out = [KdaCase(PREFILL, s, t, PREFILL_BLOCK_V, PREFILL_WARPS) for s, t in PREFILL_SHAPES]
+    out += [KdaCase(DECODE, s, 1, bv, RECURRENT_WARPS) for bv in DECODE_BLOCK_V for s in DECODE_SEQS]
+    out += [KdaCase(VERIFY, s, VERIFY_POSITIONS, bv, RECURRENT_WARPS, store_states=True)
+            for bv in VERIFY_BLOCK_V for s in VERIFY_SEQS]
+    out += [KdaCase(VERIFY, s, VERIFY_POSITIONS, VERIFY_BLOCK_V[0], RECURRENT_WARPS, store_states=False)
+            for s in VERIFY_SEQS]
+    return out
+
+
+# ||out - ref|| / ||ref|| against float64 (tests/kernels/test_kda.py justifies the same bounds): the prefill
+# rounds its intermediates and dot operands to bf16 as FLA does; decode and verify round only o to bf16.
+REL_ERR_MAX = {"prefill": 3e-2, "o": 1e-2, "state": 1e-4}
+
+
+def _make_set(case: KdaCase) -> dict:
+    """Fresh random inputs (unit-norm q and k, gates in [-5, 0), beta in (0, 1), a random state) and outputs."""
+    import torch
+
+    b, t, h, kd, vd = case.seqs, case.tokens, case.heads, case.key_dim, case.value_dim
+    dev = "cuda"
+    s = {
+        "q": torch.nn.functional.normalize(torch.randn(b, t, h, kd, device=dev), dim=-1).to(torch.bfloat16),
+        "k": torch.nn.functional.normalize(torch.randn(b, t, h, kd, device=dev), dim=-1).to(torch.bfloat16),
+        "v": torch.randn(b, t, h, vd, device=dev).to(torch.bfloat16),
+        "g": -5.0 * torch.sigmoid(torch.randn(b, t, h, kd, device=dev)),
+        "beta": torch.sigmoid(torch.randn(b, t, h, device=dev)),
+        "state": torch.randn(b, h, kd, vd, device=dev),
+        "o": torch.empty(b, t, h, vd, device=dev, dtype=torch.bfloat16),
+    }
+    if case.kernel == PREFILL:
+        s["final"] = torch.empty_like(s["state"])
+    elif case.store_states:
+        s["states"] = torch.empty(b, t, h, kd, vd, device=dev)
+    return s
+
+
+def _launcher(case: KdaCase):
+    """A function that runs the case's kernel once on one set."""
+    from validation.kernels import kda as kernels
+
+    common = {"block_v": case.block_v, "num_warps": case.num_warps}
+    inputs = ("q", "k", "v", "g", "beta", "state")
+    if case.kernel == PREFILL:
+        return lambda s: kernels.kda_prefill(*(s[n] for n in inputs), o=s["o"], final=s["final"], **common)
+    if case.kernel == DECODE:
+        return lambda s: kernels.kda_decode(*(s[n] for n in inputs), o=s["o"], **common)
+    return lambda s: kernels.kda_verify(*(s[n] for n in inputs), store_states=bool(case.store_states), o=s["o"],
+                                        states=s.get("states"), **common)
+
+
+def _check(case: KdaCase, s: dict, launch) -> float:
+    """Largest relative error of o and the written state(s) against float64; raises if out of bounds."""
+    import torch
+
+    from validation.kernels.kda_ref import kda_reference
+    from validation.measure_suites import MeasurementError
+
+    before = s["state"].clone()
+    launch(s)
+    torch.cuda.synchronize()
+    ref_o, ref_state, ref_states = kda_reference(s["q"], s["k"], s["v"], s["g"], s["beta"], before,
+                                                 keep_states=bool(case.store_states))
+    if case.kernel == PREFILL:
+        pairs, bounds = ((s["o"], ref_o), (s["final"], ref_state)), (REL_ERR_MAX["prefill"],) * 2
+    elif case.store_states:
+        pairs, bounds = ((s["o"], ref_o), (s["states"], ref_states)), (REL_ERR_MAX["o"], REL_ERR_MAX["state"])
+    else:
+        pairs, bounds = ((s["o"], ref_o), (s["state"], ref_state)), (REL_ERR_MAX["o"], REL_ERR_MAX["state"])
+    if (case.kernel == PREFILL or case.store_states) and not torch.equal(s["state"], before):
+        raise MeasurementError(f"{case}: the input state was modified")
+    errs = [float((out.double() - ref).norm() / ref.norm()) for out, ref in pairs]
+    for err, bound in zip(errs, bounds, strict=True):
+        if not err < bound:  # also catches NaN
+            raise MeasurementError(f"{case}: relative error {err:.3e} >= {bound}")
+    return max(errs)
+
+
+def _time(case: KdaCase, sets: list[dict], launch) -> list[float]:
+    """Per-op seconds: eager prefills cycling over the sets, or one graph of launches over every set."""
+    import itertools
+
+    from validation.measure_suites import bench, capture_graph
+
+    if case.launch_mode == "eager":
+        order = itertools.cycle(sets)
+        return bench(lambda: launch(next(order)), case.ops_per_sample, hide_host_gaps=True)
+
+    def body() -> None:
+        for j in range(case.ops_per_sample):
+            launch(sets[j % len(sets)])
+
+    graph = capture_graph(body)
+    try:
+        return bench(graph.replay, case.ops_per_sample, hide_host_gaps=True)
+    finally:
+        del graph
+
+
+def _measure(case: KdaCase, env: dict) -> dict:
+    """One row: rotation sized and checked, kernel checked on fresh inputs, then timed."""
+    import torch
+
+    from validation.measure import case_row, summarize
+    from validation.measure_suites import MeasurementError, _provenance
+
+    n_sets = case.n_sets
+    if n_sets * case.set_bytes() <= L2_ROTATION_FACTOR * env["l2_bytes"]:
+        raise MeasurementError(f"{case}: {n_sets} sets of {case.set_bytes()} B do not exceed "
+                               f"{L2_ROTATION_FACTOR} x L2 ({env['l2_bytes']} B)")
+    sets = [_make_set(case) for _ in range(n_sets)]
+    launch = _launcher(case)
+    err = _check(case, sets[0], launch)
+    print(f"kda {case.kernel} {case.shape()}: {n_sets} sets, rel err {err:.2e}", flush=True)
+    times = _time(case, sets, launch)
+    torch.cuda.synchronize()
+    return {**case_row(case), **summarize(times), "n_input_sets": n_sets, "rel_err": err, **_provenance(env)}
+
+
+def run(cases: list[KdaCase], env: dict) -> tuple[list[dict], list[str]]:
+    """Rows of the cases that passed their float64 check and were timed, and a line per failed case."""
+    import traceback
+
+    rows: list[dict] = []
+    failures: list[str] = []
+    for case in cases:
+        try:
+            rows.append(_measure(case, env))
+        except Exception as e:  # a failed case must not stop the others
+            failures.append(f"{case}: {e}")
+            traceback.print_exc()
+    return rows, failures
+
+
+def _flag(value: str) -> bool:
+    if value not in ("True", "False"):
+        raise ValueError(f"store_states must be True or False in a verify row, got {value!r}")
+    return value == "True"
+
+
+def compare(row: dict[str, str], gpu_name: str):
+    """The model's prediction for a recorded row: KdaPrefill (plain, qg stored), KdaDecode or KdaVerify."""
+    from validation.comparison import compare as compare_row
+    from workloads.kda_kernels import KdaDecode, KdaPrefill, KdaVerify
+
+    kernel = row["kernel"]
+    seqs, tokens, heads = int(row["seqs"]), int(row["tokens"]), int(row["heads"])
+    kd, vd, bv, threads = int(row["key_dim"]), int(row["value_dim"]), int(row["block_v"]), 32 * int(row["num_warps"])
+    if kernel == PREFILL:
+        model = KdaPrefill(seqs=seqs, tokens=tokens, heads=heads, key_dim=kd, value_dim=vd, chunk=CHUNK,
+                           grouped_scan=False, block_v=bv, threads=threads, stores_qg=True)
+        label = f"{kernel} seqs={seqs} tokens={tokens}"
+    elif kernel == DECODE:
+        model = KdaDecode(seqs=seqs, heads=heads, key_dim=kd, value_dim=vd, fused=True, block_v=bv, threads=threads)
+        label = f"{kernel} seqs={seqs} bv={bv}"
+    elif kernel == VERIFY:
+        if kd != vd:
+            raise ValueError(f"KdaVerify models K = V; the row has {kd} and {vd}")
+        store = _flag(row["store_states"])
+        model = KdaVerify(seqs=seqs, positions=tokens, heads=heads, head_dim=kd, tile_cols=bv,
+                          store_states=store, threads=threads)
+        label = f"{kernel} seqs={seqs} positions={tokens} bv={bv} store={store}"
+    else:
+        raise ValueError(f"unknown kda kernel {kernel!r}")
+    return compare_row(row, model, gpu_name, label, GROUPS[kernel])
