@@ -32,10 +32,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from simulator.blocktable import BlockTable
-
 _FIRST_UNLIMITED_BLOCKS = 1024  # initial size of an unlimited cache's per-block arrays; they double as needed
 _FIRST_QUEUE_ENTRIES = 1024  # initial size of the LRU's entry arrays; they double as needed
+_SNAPSHOT_SCAN = 256  # prompt blocks, from the end, searched first for a snapshot
+_SNAPSHOTS = 4096  # released prompts remembered for their next turn (about 5 MB at 1k blocks each)
 
 
 def _check_positive(name: str, value: object) -> int:
@@ -49,17 +49,43 @@ def _check_positive(name: str, value: object) -> int:
     return int(value)
 
 
-def _as_keys(hashes: np.ndarray | Sequence[int]) -> np.ndarray:
-    """Hashes as a uint64 array, for one vectorized look-up per prompt."""
+def _as_array(hashes: np.ndarray | Sequence[int]) -> np.ndarray:
+    """Hashes as a uint64 array (a view when they already are one)."""
     if isinstance(hashes, np.ndarray) and hashes.dtype == np.uint64:
         return hashes
-    return np.asarray(hashes, dtype=np.uint64)
+    return np.asarray(list(hashes), dtype=np.uint64)
 
 
-def _leading(found: np.ndarray) -> int:
-    """Length of the run of found blocks from index 0 (found[i] is -1 for a miss)."""
-    misses = np.flatnonzero(found < 0)
-    return int(misses[0]) if misses.size else int(found.size)
+def _as_keys(hashes: np.ndarray | Sequence[int]) -> list[int]:
+    """Hashes as Python ints, converted once per call so dict look-ups are fast."""
+    if isinstance(hashes, np.ndarray):
+        return hashes.tolist()
+    return list(map(int, hashes))
+
+
+def _leading(found: list[int | None]) -> int:
+    """Length of the run of found blocks from index 0 (found[i] is None for a miss)."""
+    try:
+        return found.index(None)
+    except ValueError:
+        return len(found)
+
+
+class _Held:
+    """A running sequence's blocks: those taken at admission (an array) and those grown since (a list)."""
+
+    __slots__ = ("head", "prompt", "tail")
+
+    def __init__(self, head: np.ndarray, prompt: tuple[int, int] | None) -> None:
+        self.head = head  # blocks at admission, in token order; the first prompt[1] hold the prompt's full blocks
+        self.tail: list[int] = []
+        self.prompt = prompt  # (hash of the last full prompt block, full prompt blocks), or None
+
+    def __len__(self) -> int:
+        return self.head.size + len(self.tail)
+
+    def ids(self) -> list[int]:
+        return self.head.tolist() + self.tail
 
 
 class KVCache:
@@ -82,8 +108,8 @@ class KVCache:
         self._refs = np.zeros(size, dtype=np.int64)  # running sequences holding each block
         self._hashed = np.zeros(size, dtype=bool)  # whether each block is keyed in the prefix cache
         self._freed_at = np.zeros(size, dtype=np.int64)  # the release stamp of each block's latest LRU entry
-        self._block_key = np.zeros(size, dtype=np.uint64)  # each hashed block's prefix hash
-        self._cached = BlockTable(size)  # prefix hash -> block (used or free-cached)
+        self._block_hash: dict[int, int] = {}  # block -> its prefix hash
+        self._cached: dict[int, int] = {}  # prefix hash -> block (used or free-cached)
         # The LRU is a FIFO of (block, release stamp) entries in release order. Reviving or re-freeing a block
         # leaves its old entry stale rather than searching for it, and eviction skips stale entries, so every
         # operation is vectorized and O(1) per block; an OrderedDict costs ~10x more per block.
@@ -92,7 +118,9 @@ class KVCache:
         self._lru_head = self._lru_tail = 0  # live entries lie in [head, tail)
         self._clock = 0  # release stamps handed out so far
         self._evictable = 0  # free-cached blocks (live LRU entries)
-        self._seqs: dict[int, list[int]] = {}  # running sequence -> its blocks in token order
+        self._seqs: dict[int, _Held] = {}  # running sequence -> its blocks in token order
+        self._tails: OrderedDict[int, np.ndarray] = OrderedDict()  # released prompts' blocks by last hash
+        self._block_key = np.zeros(size, dtype=np.uint64)  # each hashed block's prefix hash (valid where hashed)
         # Host-offload tier (BRIEF study B: CPU offload): hashed blocks evicted from HBM are stored in host
         # DRAM, LRU-evicted there too; a prefix hit that continues in the host tier loads those blocks back.
         self._host_capacity = host_capacity_blocks
@@ -156,7 +184,7 @@ class KVCache:
 
     def blocks(self, seq_id: int) -> tuple[int, ...]:
         """The sequence's block ids in token order (its block table)."""
-        return tuple(self._seq(seq_id))
+        return tuple(self._seq(seq_id).ids())
 
     def lru_blocks(self) -> tuple[int, ...]:
         """Free-cached block ids, the next to be evicted first."""
@@ -166,35 +194,32 @@ class KVCache:
 
     def hash_of(self, block: int) -> int | None:
         """The prefix hash a block is cached under, or None."""
-        return int(self._block_key[block]) if 0 <= block < self._hashed.size and self._hashed[block] else None
+        return self._block_hash.get(block)
 
     def match(self, hashes: np.ndarray | Sequence[int]) -> int:
         """Leading blocks of `hashes` that are cached (used or free); touches no LRU order or counter."""
-        return _leading(self._cached.get_many(_as_keys(hashes)))
+        return _leading(list(map(self._cached.get, _as_keys(hashes))))
 
     def allocate(self, seq_id: int, hashes: np.ndarray | Sequence[int], tokens: int) -> int | None:
         """Admit a prompt of `tokens` tokens: its cached token count, or None (and no change) if blocks run out."""
         if seq_id in self._seqs:
             raise ValueError(f"KVCache.allocate: sequence {seq_id!r} already holds blocks")
         tokens = _check_positive("allocate tokens", tokens)
-        keys = _as_keys(hashes)
-        if len(keys) > tokens // self._block_tokens:
-            raise ValueError(f"KVCache.allocate: {len(keys)} block hashes for a {tokens}-token prompt, which has "
+        array = _as_array(hashes)
+        if array.size > tokens // self._block_tokens:
+            raise ValueError(f"KVCache.allocate: {array.size} block hashes for a {tokens}-token prompt, which has "
                              f"only {tokens // self._block_tokens} full blocks of {self._block_tokens} tokens")
-        ordered = np.sort(keys)  # a repeated hash would map two positions to one block (np.unique is 10x slower)
+        ordered = np.sort(array)  # a repeated hash would map two positions to one block
         if (ordered[1:] == ordered[:-1]).any():
             raise ValueError("KVCache.allocate: block hashes repeat; prefix hashes are chained, so they never do")
-        found = self._cached.get_many(keys)
-        hit_blocks = _leading(found)
-        matched = found[:hit_blocks]
+        hit_blocks, held, tail = self._lookup(array)
         host_blocks = 0
         if self._host:
-            for key in keys[hit_blocks:].tolist():
+            for key in array[hit_blocks:].tolist():
                 if key not in self._host:
                     break
                 host_blocks += 1
         need = -(-tokens // self._block_tokens) - hit_blocks
-        held = matched
         revived = held[self._refs[held] == 0]  # free-cached blocks this sequence takes back out of the LRU
         if need > self._available() - revived.size:
             return None
@@ -202,11 +227,14 @@ class KVCache:
         self._refs[held] += 1
         new = self._take(need)
         self._refs[new] = 1
-        fresh = keys[hit_blocks:]
-        self._register(np.array(new[: fresh.size], dtype=np.int64), fresh)
-        self._seqs[seq_id] = matched.tolist() + new
+        fresh = array[hit_blocks:].tolist()
+        self._register(new[: len(fresh)], fresh)
+        prompt = (int(array[-1]), array.size) if array.size else None
+        self._seqs[seq_id] = _Held(np.concatenate((held, np.array(new, dtype=np.int64))), prompt)
+        if tail is not None:
+            del self._tails[tail]
         self._used += revived.size + need
-        for key in keys[hit_blocks: hit_blocks + host_blocks].tolist():
+        for key in fresh[:host_blocks]:
             self._host.move_to_end(key)
         self.offload_loaded_blocks += host_blocks
         hit_tokens = min((hit_blocks + host_blocks) * self._block_tokens, tokens - 1)
@@ -216,6 +244,37 @@ class KVCache:
         self.hits_tokens += hit_tokens
         self.lookups_tokens += tokens
         return hit_tokens
+
+    def _lookup(self, keys: np.ndarray) -> tuple[int, np.ndarray, int | None]:
+        """(leading cached blocks, their ids, the released-prompt snapshot used or None).
+
+        An agentic turn's prompt extends its previous turn's, so the blocks that prompt held when it was
+        released are checked first, in one vectorized comparison, and only the new part is looked up in
+        the (large, cache-unfriendly) dict. The check is exact: a block still stands for a hash only if it
+        is still hashed under it. Without a valid snapshot every block is looked up.
+        """
+        tails, m = self._tails, 0
+        if tails and keys.size:
+            window = _SNAPSHOT_SCAN
+            while True:
+                part = keys[max(0, keys.size - window):].tolist()  # Python ints only for the end of the prompt
+                for i in range(len(part) - 1, -1, -1):
+                    if part[i] in tails:
+                        m = keys.size - len(part) + i + 1
+                        break
+                if m or window >= keys.size:
+                    break
+                window *= 8
+        if m:
+            snapshot = tails[int(keys[m - 1])]
+            if snapshot.size == m and self._hashed[snapshot].all() and (self._block_key[snapshot] == keys[:m]).all():
+                rest = list(map(self._cached.get, keys[m:].tolist()))
+                lead = _leading(rest)
+                held = np.concatenate((snapshot, np.array(rest[:lead], dtype=np.int64)))
+                return m + lead, held, int(keys[m - 1])
+        found = list(map(self._cached.get, keys.tolist()))
+        lead = _leading(found)
+        return lead, np.array(found[:lead], dtype=np.int64), None
 
     def grow(self, seq_id: int, tokens: int) -> bool:
         """The sequence now holds `tokens` tokens: add unhashed blocks; False (and no change) if they run out."""
@@ -227,7 +286,7 @@ class KVCache:
             return False
         new = self._take(need)
         self._refs[new] = 1
-        blocks.extend(new)
+        blocks.tail.extend(new)
         self._used += need
         return True
 
@@ -240,7 +299,7 @@ class KVCache:
         self._release(seq_id)
         self.preemptions += 1
 
-    def _seq(self, seq_id: int) -> list[int]:
+    def _seq(self, seq_id: int) -> _Held:
         """The running sequence's block list, or ValueError naming it."""
         try:
             return self._seqs[seq_id]
@@ -266,11 +325,9 @@ class KVCache:
         elif rest:
             evicted = self._evict(rest)
             self._hashed[evicted] = False
-            gone = self._block_key[evicted]
-            self._cached.delete_many(gone)
-            if self._host_capacity:
-                for key in gone.tolist():
-                    self._offload(key)
+            for key in map(self._block_hash.pop, evicted):
+                del self._cached[key]
+                self._offload(key)
             taken.extend(evicted)
             self.evictions += rest
         return taken
@@ -293,13 +350,20 @@ class KVCache:
         self.offload_stored_blocks = self.offload_loaded_blocks = 0
         return moved
 
-    def _register(self, blocks: np.ndarray, keys: np.ndarray) -> None:
-        """Key new full blocks by their prefix hashes, skipping hashes still cached after this admission's evictions."""
-        new = self._cached.get_many(keys) < 0
-        blocks, keys = blocks[new], keys[new]
-        self._cached.put_many(keys, blocks)
-        self._block_key[blocks] = keys
-        self._hashed[blocks] = True
+    def _register(self, blocks: list[int], keys: list[int]) -> None:
+        """Key new full blocks by their (distinct) prefix hashes, skipping hashes already cached."""
+        if self._cached.keys().isdisjoint(keys):  # the usual case, at C speed
+            self._cached.update(zip(keys, blocks, strict=True))
+            self._block_hash.update(zip(blocks, keys, strict=True))
+            self._hashed[blocks] = True
+            self._block_key[blocks] = keys
+            return
+        for key, block in zip(keys, blocks, strict=True):
+            if key not in self._cached:
+                self._cached[key] = block
+                self._block_hash[block] = key
+                self._hashed[block] = True
+                self._block_key[block] = key
 
     def _release(self, seq_id: int) -> None:
         """Drop a sequence's references; blocks no one holds go to the LRU (hashed) or the never-used pool."""
@@ -307,7 +371,13 @@ class KVCache:
         del self._seqs[seq_id]
         # Tail first, as vLLM's KVCacheManager.free does: a sequence's last blocks, which the fewest other
         # prompts share, reach the LRU's old end first and so are evicted before its head.
-        order = np.array(blocks[::-1], dtype=np.int64)
+        order = np.concatenate((np.array(blocks.tail[::-1], dtype=np.int64), blocks.head[::-1]))
+        if blocks.prompt is not None:  # a snapshot of the prompt's blocks, for its session's next turn (see _lookup)
+            last_key, count = blocks.prompt
+            self._tails[last_key] = blocks.head[:count]
+            self._tails.move_to_end(last_key)
+            if len(self._tails) > _SNAPSHOTS:
+                self._tails.popitem(last=False)
         self._refs[order] -= 1
         released = order[self._refs[order] == 0]
         self._used -= released.size
@@ -350,6 +420,10 @@ class KVCache:
 
     def _evict(self, count: int) -> list[int]:
         """Take the `count` least recently freed cached blocks out of the LRU (the caller checked they exist)."""
+        if count <= 2:  # a decode crossing a block boundary: look at the oldest entries one by one
+            taken = self._evict_few(count)
+            if taken is not None:
+                return taken
         found: list[np.ndarray] = []
         missing = count
         while missing and self._lru_head < self._lru_tail:
@@ -363,6 +437,21 @@ class KVCache:
             raise RuntimeError(f"KVCache: the LRU holds fewer than the {self._evictable} blocks it counts")
         self._evictable -= count
         return np.concatenate(found).tolist()
+
+    def _evict_few(self, count: int, look: int = 16) -> list[int] | None:
+        """`_evict` for a block or two, in plain Python; None if the oldest `look` entries hold too few live ones."""
+        head, stop = self._lru_head, min(self._lru_tail, self._lru_head + look)
+        blocks, stamps = self._lru_blocks, self._lru_stamps
+        taken: list[int] = []
+        for i in range(head, stop):
+            b = int(blocks[i])
+            if self._refs[b] == 0 and self._hashed[b] and self._freed_at[b] == stamps[i]:
+                taken.append(b)
+                if len(taken) == count:
+                    self._lru_head = i + 1
+                    self._evictable -= count
+                    return taken
+        return None
 
     def _ensure_size(self, size: int) -> None:
         """Grow an unlimited cache's per-block arrays to hold `size` blocks, doubling to amortize copies."""

@@ -356,3 +356,28 @@ def test_without_a_host_tier_evicted_blocks_are_gone():
     kv.free(2)
     assert kv.take_transfers() == (0, 0)
     assert kv.allocate(3, a, 64) == 16  # only block 11 survived in HBM
+
+
+def test_growing_session_prompts_match_the_naive_model():
+    # Each session's next prompt extends its last one, so admissions take the released-prompt snapshot
+    # path; a small pool keeps evicting, so snapshots go stale and must fall back to full look-ups.
+    rng = np.random.default_rng(11)
+    cache, naive = KVCache(150, block_tokens=2), NaiveCache(150, 2)
+    chains = {s: (10_000 * (s + 1) + np.arange(400)).tolist() for s in range(6)}
+    length = dict.fromkeys(range(6), 0)
+    snapshot_hits = 0
+    for step in range(6000):
+        seq = int(rng.integers(6))
+        if seq in cache:
+            op = ("grow", "free", "preempt")[int(rng.integers(3))]
+            _apply(cache, naive, op, seq, int(rng.integers(1, 8)), [])
+        else:
+            length[seq] = min(length[seq] + int(rng.integers(0, 6)), 40)
+            tokens = 2 * length[seq] + int(rng.integers(1, 3))
+            before = len(cache._tails)
+            _apply(cache, naive, "allocate", seq, tokens, chains[seq])
+            snapshot_hits += len(cache._tails) < before
+        if step % 300 == 0:
+            _check_invariants(cache)
+            assert cache.lru_blocks() == tuple(naive.lru)
+    assert snapshot_hits > 100  # the fast path ran, and agreed with the naive model every time
