@@ -131,9 +131,7 @@ def _engine(env: simpy.Environment, state: _State, timer: StepTimer, kv: KVCache
             verifies=contexts if depth else (),
             spec_depth=depth if contexts else 0,
         )
-        step_s = timer.step_time_s(batch)
-        if depth and contexts:
-            step_s += depth * config.draft_cost_fraction * timer.step_time_s(Batch(decodes=contexts))
+        step_s = timer.cycle_time_s(batch, depth * config.draft_cost_fraction if depth and contexts else 0.0)
         stored, loaded = kv.take_transfers()
         if stored or loaded:
             copy_s = (stored + loaded) * config.offload_bytes_per_block / config.host_link_bytes_per_s

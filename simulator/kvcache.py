@@ -290,6 +290,29 @@ class KVCache:
         self._used += need
         return True
 
+    def grow_many(self, seq_ids: Sequence[int], tokens: Sequence[int]) -> bool:
+        """`grow` for several sequences in order, all or nothing: False (and no change) if blocks run out.
+
+        Equal to calling `grow` on each in turn when all succeed (blocks are taken in the same order).
+        """
+        held = [self._seq(seq_id) for seq_id in seq_ids]
+        needs = [-(-_check_positive("grow tokens", t) // self._block_tokens) - len(h) for h, t in zip(held, tokens,
+                                                                                                      strict=True)]
+        total = sum(n for n in needs if n > 0)
+        if not total:
+            return True
+        if total > self._available():
+            return False
+        new = self._take(total)
+        self._refs[new] = 1
+        start = 0
+        for blocks, need in zip(held, needs, strict=True):
+            if need > 0:
+                blocks.tail.extend(new[start : start + need])
+                start += need
+        self._used += total
+        return True
+
     def free(self, seq_id: int) -> None:
         """Release a finished sequence's blocks; hashed ones stay cached until evicted."""
         self._release(seq_id)

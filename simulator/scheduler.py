@@ -73,24 +73,10 @@ def schedule(running: list[Sequence], waiting: deque[Sequence], kv: KVCache, bud
     decision = Decision()
     tokens_left = budget.max_num_batched_tokens
     per_decode = budget.spec_depth + 1
-    for seq in list(running):
-        if seq.prefilling:
-            continue
-        needed = seq.context_tokens + per_decode
-        while needed > seq.reserved_tokens and not kv.grow(seq.request_id, needed):
-            victim = next((s for s in reversed(running) if s is not seq), None)
-            if victim is None:
-                raise ValueError(f"request {seq.request_id} needs more KV blocks than the GPU holds "
-                                 f"({seq.context_tokens + per_decode} tokens)")
-            _preempt(victim, running, waiting, kv, decision)
-        if seq not in running:
-            continue
-        if needed > seq.reserved_tokens:
-            seq.reserved_tokens = -(-needed // kv.block_tokens) * kv.block_tokens
-        if tokens_left < per_decode:
-            break
-        decision.decodes.append(seq)
-        tokens_left -= per_decode
+    if _schedule_decodes_at_once(running, kv, per_decode, tokens_left, decision):
+        tokens_left -= len(decision.decodes) * per_decode
+    else:
+        tokens_left = _schedule_decodes(running, waiting, kv, per_decode, tokens_left, decision)
     for seq in running:
         if seq.prefilling and tokens_left > 0:
             chunk = min(seq.prefill_target - seq.computed_tokens, tokens_left)
@@ -117,6 +103,54 @@ def schedule(running: list[Sequence], waiting: deque[Sequence], kv: KVCache, bud
         decision.prefills.append((seq, chunk))
         tokens_left -= chunk
     return decision
+
+
+def _schedule_decodes_at_once(running: list[Sequence], kv: KVCache, per_decode: int, tokens_left: int,
+                              decision: Decision) -> bool:
+    """The usual step: every decode fits the budget and the KV pool; one block request for all that grow.
+
+    Gives what `_schedule_decodes` gives whenever it applies (False, and no change, otherwise).
+    """
+    decodes = [s for s in running if s.computed_tokens >= s.prefill_target]
+    if len(decodes) * per_decode > tokens_left:
+        return False
+    growing, needed = [], []
+    for s in decodes:
+        need = s.computed_tokens + s.generated - s.prefill_target + s.prompt_tokens + per_decode
+        if need > s.reserved_tokens:
+            growing.append(s)
+            needed.append(need)
+    if growing and not kv.grow_many([s.request_id for s in growing], needed):
+        return False
+    block = kv.block_tokens
+    for s, need in zip(growing, needed, strict=True):
+        s.reserved_tokens = -(-need // block) * block
+    decision.decodes = decodes
+    return True
+
+
+def _schedule_decodes(running: list[Sequence], waiting: deque[Sequence], kv: KVCache, per_decode: int,
+                      tokens_left: int, decision: Decision) -> int:
+    """Decodes one at a time, preempting the newest sequence when blocks run out; the tokens left after them."""
+    for seq in list(running):
+        if seq.prefilling:
+            continue
+        needed = seq.context_tokens + per_decode
+        while needed > seq.reserved_tokens and not kv.grow(seq.request_id, needed):
+            victim = next((s for s in reversed(running) if s is not seq), None)
+            if victim is None:
+                raise ValueError(f"request {seq.request_id} needs more KV blocks than the GPU holds "
+                                 f"({seq.context_tokens + per_decode} tokens)")
+            _preempt(victim, running, waiting, kv, decision)
+        if seq not in running:
+            continue
+        if needed > seq.reserved_tokens:
+            seq.reserved_tokens = -(-needed // kv.block_tokens) * kv.block_tokens
+        if tokens_left < per_decode:
+            break
+        decision.decodes.append(seq)
+        tokens_left -= per_decode
+    return tokens_left
 
 
 def _preempt(victim: Sequence, running: list[Sequence], waiting: deque[Sequence], kv: KVCache,

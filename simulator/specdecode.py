@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from collections.abc import Iterable
@@ -99,6 +100,11 @@ class Acceptance:
             raise ValueError(f"depth must be at most the current depth {self.depth}, got {depth}")
         return Acceptance(self.rates[:depth])
 
+    @functools.cached_property
+    def _negated_rates(self) -> np.ndarray:
+        """-rates, ascending, for searchsorted (computed once: sampling runs every engine step)."""
+        return -np.asarray(self.rates, dtype=np.float64)
+
     def sample_committed(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """Committed tokens (1 + accepted drafts) of n independent cycles, drawn by inverse CDF on one uniform each."""
         if not isinstance(rng, np.random.Generator):
@@ -107,8 +113,7 @@ class Acceptance:
         u = rng.random(n)
         # Accepted count = #{i : u < r_i}, so P(accepted >= i) = P(u < r_i) = r_i exactly. The rates are
         # non-increasing, so their negations are sorted and searchsorted counts them in O(log k).
-        negated = -np.asarray(self.rates, dtype=np.float64)
-        accepted = np.searchsorted(negated, -u, side="left")
+        accepted = np.searchsorted(self._negated_rates, -u, side="left")
         return (1 + accepted).astype(np.int64)
 
 

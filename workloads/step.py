@@ -38,7 +38,7 @@ class Batch:
     spec_depth: int = 0  # k: drafts per verifying sequence; it verifies k + 1 positions
 
     def __post_init__(self) -> None:
-        if any(c < 0 for c in (*self.decodes, *self.verifies)):
+        if min(self.decodes, default=0) < 0 or min(self.verifies, default=0) < 0:
             raise ValueError("context lengths must not be negative")
         if self.verifies and self.spec_depth < 1:
             raise ValueError("verifies need spec_depth >= 1")

@@ -193,6 +193,7 @@ class StepTimer:
     miss_wall_s: float = 0.0
     _cache: dict[tuple, StepTime] = field(default_factory=dict, repr=False)
     _memo: _Memo = field(default_factory=_Memo, repr=False)
+    _cycles: dict[tuple, float] = field(default_factory=dict, repr=False)
 
     def key(self, batch: Batch) -> tuple:
         """The bucketed shape of a batch: what a cached step time is looked up by."""
@@ -228,6 +229,19 @@ class StepTimer:
 
     def step_time_s(self, batch: Batch) -> float:
         return self.step_time(batch).total_s
+
+    def cycle_time_s(self, batch: Batch, draft_steps: float = 0.0) -> float:
+        """A step plus `draft_steps` decode steps of its verifying sequences (the drafter), in one cache look-up."""
+        key = (self.key(batch), draft_steps)
+        total = self._cycles.get(key)
+        if total is None:
+            total = self.step_time_s(batch)
+            if draft_steps and batch.verifies:
+                total += draft_steps * self.step_time_s(Batch(decodes=batch.verifies))
+            self._cycles[key] = total
+        else:
+            self.hits += 1
+        return total
 
     @property
     def hit_rate(self) -> float:
