@@ -21,7 +21,6 @@ import simpy
 from simulator.kvcache import KVCache
 from simulator.scheduler import Budget, Sequence, schedule
 from simulator.specdecode import Acceptance
-from workloads.step import Batch, PrefillChunk
 from workloads.step_time import StepTimer
 from workloads.traces import RequestStream
 
@@ -124,14 +123,15 @@ def _engine(env: simpy.Environment, state: _State, timer: StepTimer, kv: KVCache
             yield env.timeout(max(0.0, state.pending[0][0] - env.now))
             continue
         in_system = len(state.running) + len(state.waiting)
-        contexts = tuple(s.context_tokens for s in decision.decodes)
-        batch = Batch(
-            prefills=tuple(PrefillChunk(chunk, seq.computed_tokens) for seq, chunk in decision.prefills),
-            decodes=contexts if not depth else (),
-            verifies=contexts if depth else (),
-            spec_depth=depth if contexts else 0,
-        )
-        step_s = timer.cycle_time_s(batch, depth * config.draft_cost_fraction if depth and contexts else 0.0)
+        decodes = len(decision.decodes)
+        context = sum([s.computed_tokens + s.generated - s.prefill_target + s.prompt_tokens  # Sequence.context_tokens
+                       for s in decision.decodes])
+        prefill_tokens = sum(chunk for _, chunk in decision.prefills)
+        key = timer.shape_key(len(decision.prefills), prefill_tokens,
+                              sum(seq.computed_tokens for seq, _ in decision.prefills),
+                              0 if depth else decodes, 0 if depth else context,
+                              decodes if depth else 0, context if depth else 0, depth if decodes else 0)
+        step_s = timer.cycle_time_s_of(key, depth * config.draft_cost_fraction if depth and decodes else 0.0)
         stored, loaded = kv.take_transfers()
         if stored or loaded:
             copy_s = (stored + loaded) * config.offload_bytes_per_block / config.host_link_bytes_per_s
@@ -141,8 +141,8 @@ def _engine(env: simpy.Environment, state: _State, timer: StepTimer, kv: KVCache
         committed, cycles, spec_committed = _commit(env.now, state, decision, kv, config, rng, request_rows)
         step_rows.append({
             "start_s": start, "end_s": env.now,
-            "prefill_tokens": sum(chunk for _, chunk in decision.prefills),
-            "decode_seqs": 0 if depth else len(contexts), "verify_seqs": len(contexts) if depth else 0,
+            "prefill_tokens": prefill_tokens,
+            "decode_seqs": 0 if depth else decodes, "verify_seqs": decodes if depth else 0,
             "committed_tokens": committed, "spec_cycles": cycles, "spec_committed_tokens": spec_committed,
             "kv_blocks_used": kv.used_blocks, "kv_blocks_total": kv.capacity_blocks,
             "in_system": in_system,
@@ -184,15 +184,18 @@ def _commit(now: float, state: _State, decision: Any, kv: KVCache, config: Engin
             draws = config.acceptance.sample_committed(rng, len(decision.decodes))
         else:
             draws = np.ones(len(decision.decodes), dtype=np.int64)
-        for seq, draw in zip(decision.decodes, draws.tolist(), strict=True):
-            tokens = min(int(draw), seq.output_tokens - seq.generated)
-            seq.generated += tokens
-            committed += tokens
-            if config.acceptance is not None:
-                cycles += 1
-                spec_committed += int(draw)
-            if seq.generated >= seq.output_tokens:
+        draws = draws.tolist()
+        if config.acceptance is not None:
+            cycles, spec_committed = len(draws), sum(draws)
+        for seq, draw in zip(decision.decodes, draws, strict=True):
+            left = seq.output_tokens - seq.generated
+            if draw >= left:
+                seq.generated += left
+                committed += left
                 finished.append(seq)
+            else:
+                seq.generated += draw
+                committed += draw
     for seq in finished:
         kv.free(seq.request_id)
         state.running.remove(seq)

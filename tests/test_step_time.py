@@ -90,3 +90,15 @@ def test_grouping_layers_by_signature_gives_the_full_plan_time():
     assert grouped.total_s == pytest.approx(full.total_s)
     assert grouped.kernel_launches == full.kernel_launches
     assert grouped.by_family_s == pytest.approx(full.by_family_s)
+
+
+def test_the_serving_loops_total_only_path_equals_the_full_step_time():
+    k3 = Deployment(load_model("kimi-k3"), load_gpu("mi355x"), tp=8)
+    fabric, calib = build_fabric(load_platform("mi355x-8"), k3.gpu), load_calibration("mi355x")
+    fast, full = StepTimer(k3, fabric, calib), StepTimer(k3, fabric, calib)
+    for batch in (MIXED, SPEC, Batch(verifies=(30000,) * 20, spec_depth=2), Batch(decodes=(700,) * 64)):
+        key = fast.key(batch)
+        assert fast.cycle_time_s_of(key) == pytest.approx(full.step_time(batch).total_s, rel=1e-12)
+    spec = Batch(verifies=(30000,) * 20, spec_depth=2)
+    drafts = full.step_time(Batch(decodes=(30000,) * 20)).total_s
+    assert fast.cycle_time_s(spec, 0.5) == pytest.approx(full.step_time(spec).total_s + 0.5 * drafts, rel=1e-12)

@@ -87,9 +87,28 @@ def time_batch(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Cali
     Equals `time_plan(build_step(batch, deployment), ...)`. A layer is three parts: its input (norm or
     AttnRes mixing, by source count), its mixer (by mixer type) and its FFN (MoE or dense). The input
     and FFN parts, and the embedding and LM head around the stack, depend on the batch's token counts
-    only, so the memo keeps them by those counts across batches; a mixer part is timed per batch.
-    `round_tokens` (the step cache's bucketing) times those token-count parts at a rounded count.
+    only, so the memo keeps them by those counts across batches; a mixer part is split the same way
+    into its token-count items and the items of the prefills and of the decodes, each memoized.
+    `round_tokens` (the step cache's bucketing) times the token-count parts at a rounded count.
     """
+    parts, weights = _timed_parts(batch, deployment, fabric, calib, quickreduce, memo, round_tokens)
+    return _combine(parts, weights, deployment)
+
+
+def time_batch_s(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Calibration,
+                 quickreduce: Codec | None = None, memo: _Memo | None = None,
+                 round_tokens: Callable[[int], int] | None = None) -> float:
+    """`time_batch(...).total_s` without merging the per-family breakdowns (the serving loop's miss path)."""
+    parts, weights = _timed_parts(batch, deployment, fabric, calib, quickreduce, memo, round_tokens)
+    kernel_s = sum(w * p.kernel_s for p, w in zip(parts, weights, strict=True))
+    collective_s = sum(w * p.collective_s for p, w in zip(parts, weights, strict=True))
+    return max(kernel_s, collective_s) if deployment.options.overlap_collectives else kernel_s + collective_s
+
+
+def _timed_parts(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Calibration,
+                 quickreduce: Codec | None, memo: _Memo | None,
+                 round_tokens: Callable[[int], int] | None) -> tuple[list[StepTime], list[int]]:
+    """The step's parts (see `time_batch`), each timed once per memo, and how many layers repeat each."""
     from workloads import layers
 
     memo = memo if memo is not None else _Memo()
@@ -101,9 +120,10 @@ def time_batch(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Cali
     by_tokens = batch if t == batch.tokens else _with_tokens(t, sampled)
     sequences = layers.PREFILL_ITEMS | layers.DECODE_ITEMS
     parts, weights = [], []
+    get = memo.parts.get
 
     def add(key: tuple, weight: int, by: Batch, make: Callable[[], tuple], keep=None) -> None:
-        part = memo.parts.get(key)
+        part = get(key)
         if part is None:
             items = tuple(i for i in make() if keep is None or keep(i.name))
             part = memo.parts[key] = time_plan(StepPlan(deployment, by, items), fabric, calib, quickreduce, memo)
@@ -112,6 +132,7 @@ def time_batch(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Cali
 
     add(("stack", t, sampled), 1, by_tokens,
         lambda: (*layers.pre_stack_items(by_tokens, deployment), *layers.post_stack_items(by_tokens, deployment)))
+    chunks = tuple((c.tokens, c.cached) for c in batch.prefills)  # hashes faster than the chunk objects
     for signature, weight in counts.items():
         kind, layer = signature[0], first[signature]
         if kind != "mixer":
@@ -120,9 +141,9 @@ def time_batch(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Cali
             continue
         add((*signature, "tokens", t), weight, by_tokens,
             lambda la=layer: tuple(layers.mixer_items(la, by_tokens, deployment)), lambda n: n not in sequences)
-        if batch.prefills:
+        if chunks:
             only = Batch(prefills=batch.prefills)
-            add((*signature, "prefills", batch.prefills), weight, only,
+            add((*signature, "prefills", chunks), weight, only,
                 lambda la=layer, b=only: tuple(layers.mixer_items(la, b, deployment)),
                 layers.PREFILL_ITEMS.__contains__)
         if batch.decodes or batch.verifies:
@@ -130,7 +151,18 @@ def time_batch(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Cali
             add((*signature, "decodes", batch.decodes, batch.verifies, batch.spec_depth), weight, only,
                 lambda la=layer, b=only: tuple(layers.mixer_items(la, b, deployment)),
                 layers.DECODE_ITEMS.__contains__)
-    return _combine(parts, weights, deployment)
+    return parts, weights
+
+
+def _representative(key: tuple) -> Batch:
+    """The batch a step-cache key stands for: every sequence of a kind at the kind's bucketed mean."""
+    prefills, decodes, verifies, depth = key
+    return Batch(
+        prefills=(PrefillChunk(max(1, prefills[1]), prefills[2]),) * prefills[0],
+        decodes=(decodes[1],) * decodes[0],
+        verifies=(verifies[1],) * verifies[0],
+        spec_depth=depth,
+    )
 
 
 def _with_tokens(tokens: int, sampled: int) -> Batch:
@@ -194,34 +226,35 @@ class StepTimer:
     _cache: dict[tuple, StepTime] = field(default_factory=dict, repr=False)
     _memo: _Memo = field(default_factory=_Memo, repr=False)
     _cycles: dict[tuple, float] = field(default_factory=dict, repr=False)
+    _totals: dict[tuple, float] = field(default_factory=dict, repr=False)
 
     def key(self, batch: Batch) -> tuple:
         """The bucketed shape of a batch: what a cached step time is looked up by."""
+        return self.shape_key(len(batch.prefills), sum(c.tokens for c in batch.prefills),
+                              sum(c.cached for c in batch.prefills), len(batch.decodes), sum(batch.decodes),
+                              len(batch.verifies), sum(batch.verifies), batch.spec_depth)
+
+    def shape_key(self, prefills: int, prefill_tokens: int, prefill_cached: int, decodes: int, decode_context: int,
+                  verifies: int, verify_context: int, depth: int) -> tuple:
+        """`key` from a batch's counts and sums (tokens, cached tokens, context tokens), without the batch."""
         r = self.bucket_ratio
-        n = len(batch.prefills)
-        prefills = (n, _geometric(sum(c.tokens for c in batch.prefills) / max(1, n), r),
-                    _geometric(sum(c.cached for c in batch.prefills) / max(1, n), r))
-        decodes = (len(batch.decodes), _geometric(sum(batch.decodes) / max(1, len(batch.decodes)), r))
-        verifies = (len(batch.verifies), _geometric(sum(batch.verifies) / max(1, len(batch.verifies)), r))
-        return prefills, decodes, verifies, batch.spec_depth
+        return ((prefills, _geometric(prefill_tokens / max(1, prefills), r),
+                 _geometric(prefill_cached / max(1, prefills), r)),
+                (decodes, _geometric(decode_context / max(1, decodes), r)),
+                (verifies, _geometric(verify_context / max(1, verifies), r)), depth)
 
     def step_time(self, batch: Batch) -> StepTime:
         """The step's time: a dict lookup on a hit, the full kernel list on a miss."""
-        key = self.key(batch)
+        return self._step_time(self.key(batch))
+
+    def _step_time(self, key: tuple) -> StepTime:
         cached = self._cache.get(key)
         if cached is not None:
             self.hits += 1
             return cached
         start = time.perf_counter()
-        prefills, decodes, verifies, depth = key
-        representative = Batch(
-            prefills=(PrefillChunk(max(1, prefills[1]), prefills[2]),) * prefills[0],
-            decodes=(decodes[1],) * decodes[0],
-            verifies=(verifies[1],) * verifies[0],
-            spec_depth=depth,
-        )
-        result = time_batch(representative, self.deployment, self.fabric, self.calib, self.quickreduce, self._memo,
-                            round_tokens=lambda t: _geometric(t, self.bucket_ratio))
+        result = time_batch(_representative(key), self.deployment, self.fabric, self.calib, self.quickreduce,
+                            self._memo, round_tokens=lambda t: _geometric(t, self.bucket_ratio))
         self._cache[key] = result
         self.misses += 1
         self.miss_wall_s += time.perf_counter() - start
@@ -230,15 +263,37 @@ class StepTimer:
     def step_time_s(self, batch: Batch) -> float:
         return self.step_time(batch).total_s
 
+    def _total_s(self, key: tuple) -> float:
+        """`_step_time(key).total_s`, without building the step's breakdown."""
+        found = self._cache.get(key)
+        if found is not None:
+            self.hits += 1
+            return found.total_s
+        total = self._totals.get(key)
+        if total is None:
+            start = time.perf_counter()
+            total = self._totals[key] = time_batch_s(
+                _representative(key), self.deployment, self.fabric, self.calib, self.quickreduce, self._memo,
+                round_tokens=lambda t: _geometric(t, self.bucket_ratio))
+            self.misses += 1
+            self.miss_wall_s += time.perf_counter() - start
+        else:
+            self.hits += 1
+        return total
+
     def cycle_time_s(self, batch: Batch, draft_steps: float = 0.0) -> float:
         """A step plus `draft_steps` decode steps of its verifying sequences (the drafter), in one cache look-up."""
-        key = (self.key(batch), draft_steps)
-        total = self._cycles.get(key)
+        return self.cycle_time_s_of(self.key(batch), draft_steps)
+
+    def cycle_time_s_of(self, key: tuple, draft_steps: float = 0.0) -> float:
+        """`cycle_time_s` of a `key` or `shape_key` result (the serving loop builds no Batch on a hit)."""
+        total = self._cycles.get((key, draft_steps))
         if total is None:
-            total = self.step_time_s(batch)
-            if draft_steps and batch.verifies:
-                total += draft_steps * self.step_time_s(Batch(decodes=batch.verifies))
-            self._cycles[key] = total
+            total = self._total_s(key)
+            verifies = key[2]
+            if draft_steps and verifies[0]:  # the drafter decodes the verifying sequences
+                total += draft_steps * self._total_s(((0, 0, 0), verifies, (0, 0), 0))
+            self._cycles[(key, draft_steps)] = total
         else:
             self.hits += 1
         return total
