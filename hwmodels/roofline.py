@@ -2,7 +2,7 @@
 
 The model, per launch of W workgroups on a GPU of C CUs with k workgroups resident per CU:
 
-- compute_s = max(sum_d flop_d / (peak_d * eff_d),  f_wg * ceil(W / C) / (rate_cu * hiding))
+- compute_s = max(sum_d flop_d / (peak_d * eff_d),  f_wg * ceil(W / C) / (rate_cu * hiding),  issue_s)
 - memory_s  = max(bytes / (bw * eff_m),              b_wg * ceil(S / C) / (bw_cu * hiding))
 - time_s    = max(compute_s, memory_s) + launch_s
 
@@ -15,6 +15,12 @@ bw_cu = bw * eff_m / (s * C): one CU can pull 1 / (s * C) of the bandwidth, so a
 share s of the CUs streaming (`hbm_saturation_cu_fraction`) to saturate HBM, and a grid of fewer
 workgroups cannot. hiding = min(1, min(k, ceil(W / C)) / n_hide) scales a CU's rates down when fewer
 than `latency_hiding_workgroups_per_cu` workgroups are resident to hide latency.
+
+issue_s, when the Work counts the warp instructions i_wg of its busiest workgroup (w warps), is the time
+the busiest CU's schedulers take to issue them: ceil(W / C) * i_wg / (min(simds, resident warps) * clock).
+Each of a CU's `simds_per_cu` schedulers issues at most one warp instruction per clock, and a warp stays
+on one scheduler, so a CU with fewer resident warps than schedulers issues from that many only. It
+bounds kernels whose instructions are not FLOP (bit packing, reductions, address arithmetic, masks).
 
 Efficiencies are at most 1 and f_wg * W >= flop, and memory_s is at least bytes / bw, so no
 prediction is below the roofline floor max(flop / peak, bytes / bw).
@@ -101,6 +107,9 @@ def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = Lau
         compute_s = max(work.flop * s_per_flop,
                         work.workgroup_flop * per_cu_rounds * cus * s_per_flop / hiding)
 
+    if work.warp_instructions_per_workgroup is not None:
+        compute_s = max(compute_s, issue_s(work, gpu, per_cu_rounds, resident))
+
     bandwidth = gpu.hbm_bandwidth_bytes_per_s * calib.memory_efficiency_for(work.family)
     cu_bandwidth = bandwidth / (calib.hbm_saturation_cu_fraction * cus)
     stream_rounds = -(-work.streams // cus)
@@ -121,6 +130,13 @@ def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = Lau
         waves=-(-work.workgroups // (cus * occ.workgroups_per_cu)),
         occupancy=occ,
     )
+
+
+def issue_s(work: Work, gpu: GPU, per_cu_rounds: int, resident: int) -> float:
+    """Seconds the busiest CU takes to issue its workgroups' warp instructions, one per scheduler per clock."""
+    warps = -(-work.threads_per_workgroup // gpu.wave_size)
+    schedulers = min(gpu.simds_per_cu, resident * warps)
+    return per_cu_rounds * (work.warp_instructions_per_workgroup or 0.0) / (schedulers * gpu.clock_hz)
 
 
 def kernel_time_s(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = LaunchMode.EAGER) -> float:

@@ -50,6 +50,9 @@ class Work:
     # streams an even share of the bytes.
     memory_workgroups: int | None = None
     bytes_per_workgroup: float | None = None
+    # Warp instructions the busiest workgroup issues (per-thread instruction count x warps), counted from
+    # the compiled kernel; None: not counted, so instruction issue does not bound the launch.
+    warp_instructions_per_workgroup: float | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.flop_by_dtype, MappingProxyType):
@@ -61,7 +64,8 @@ class Work:
                      "registers_per_thread", "launches"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
-        for name in ("flop_per_workgroup", "bytes_per_workgroup", "memory_workgroups"):
+        for name in ("flop_per_workgroup", "bytes_per_workgroup", "memory_workgroups",
+                     "warp_instructions_per_workgroup"):
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ValueError(f"{name} must not be negative, got {value}")

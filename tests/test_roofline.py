@@ -132,3 +132,34 @@ def test_work_addition_is_associative(a, b, c):
     assert (left.workgroups, left.launches, left.family) == (right.workgroups, right.launches, right.family)
     assert left.lds_bytes_per_workgroup == right.lds_bytes_per_workgroup
     assert (a + Work.nothing()).flop == a.flop and (Work.nothing() + a).family == a.family
+
+
+def test_instruction_issue_bounds_a_launch_whose_instructions_are_not_flop():
+    gpu, calib = load_gpu("h200"), load_calibration("h200")
+    codec = dict(flop_by_dtype={Dtype.FP32: 1e7}, read_bytes=1e7, write_bytes=1e7, threads_per_workgroup=256,
+                 family=Family.CODEC)
+    plain = kernel_time(Work(workgroups=132 * 10, **codec), gpu, calib)
+    counted = kernel_time(Work(workgroups=132 * 10, warp_instructions_per_workgroup=8 * 3000, **codec), gpu, calib)
+    # 10 workgroups per SM, 8 warps x 3000 instructions each, 4 schedulers issuing one per clock
+    assert counted.compute_s == pytest.approx(10 * 8 * 3000 / (4 * gpu.clock_hz))
+    assert counted.bound is Bound.COMPUTE and plain.bound is Bound.MEMORY
+    assert counted.time_s > plain.time_s
+
+
+def test_fewer_warps_than_schedulers_issue_from_fewer_schedulers():
+    gpu, calib = load_gpu("h200"), load_calibration("h200")
+    one_warp = Work({}, 0.0, 0.0, workgroups=1, threads_per_workgroup=32, warp_instructions_per_workgroup=1000)
+    four_warps = replace(one_warp, threads_per_workgroup=128, warp_instructions_per_workgroup=4000)
+    # one warp sits on one scheduler: 1000 instructions take 1000 clocks, as do four warps' 4000 on four
+    assert kernel_time(one_warp, gpu, calib).compute_s == pytest.approx(1000 / gpu.clock_hz)
+    assert kernel_time(four_warps, gpu, calib).compute_s == pytest.approx(1000 / gpu.clock_hz)
+
+
+@settings(max_examples=200, deadline=None)
+@given(work=works(), gpu=st.sampled_from(GPUS), instructions=st.floats(0, 1e7), grow=st.floats(1.0, 10.0))
+def test_counting_more_instructions_is_never_faster(work, gpu, instructions, grow):
+    calib = load_calibration(gpu.name)
+    counted = replace(work, warp_instructions_per_workgroup=instructions)
+    more = replace(work, warp_instructions_per_workgroup=instructions * grow)
+    assert kernel_time(counted, gpu, calib).time_s >= kernel_time(work, gpu, calib).time_s * (1 - 1e-12)
+    assert kernel_time(more, gpu, calib).time_s >= kernel_time(counted, gpu, calib).time_s * (1 - 1e-12)

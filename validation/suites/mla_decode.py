@@ -221,8 +221,27 @@ def run(cases: Sequence[MlaDecodeCase], env: dict) -> tuple[list[dict], list[str
     return rows, failures
 
 
+def _counted(kernel: MlaDecode, gpu_name: str) -> comparison.Compiled:
+    """The model's launches told the compiled attention and merge kernels' warp instructions and registers
+    (validation/sass_counts.py): a split loops once per block_n rows of its share, the merge once per split
+    that holds rows; the padding copy is not counted."""
+    from validation.sass_counts import compiled
+    from workloads.kernel_base import cdiv
+
+    splits, block_n = kernel.num_splits, kernel.block_n
+    per_split = max(cdiv(cdiv(kernel.context, splits), block_n) * block_n, block_n)  # rows, as _split_rows
+    config = f"splits={splits} even={kernel.padded_heads % HEADS_PER_WORKGROUP == 0}"
+    counts = [compiled(gpu_name, "mla_decode", config, cdiv(per_split, block_n))]
+    if splits > 1:
+        counts.append(compiled(gpu_name, "mla_merge", config, cdiv(kernel.context, per_split)))
+    if kernel.padded_heads > kernel.heads:
+        counts.insert(0, (None, None))
+    return comparison.Compiled(kernel, tuple(i for i, _ in counts), tuple(r for _, r in counts))
+
+
 def compare(row: dict[str, str], gpu_name: str) -> comparison.Comparison:
-    """The row against `MlaDecode` with the Triton kernel's tiles: 16-head blocks, block_n rows, num_warps*32."""
+    """The row against `MlaDecode` with the Triton kernel's tiles (16-head blocks, block_n rows, num_warps*32) and
+    its compiled code's instructions and registers."""
     dtype = comparison.TORCH_DTYPES[str(row["dtype"])]
     kernel = MlaDecode(
         seqs=int(row["seqs"]), context=int(row["context"]), heads=int(row["heads"]), kv_lora=KV_LORA,
@@ -233,4 +252,4 @@ def compare(row: dict[str, str], gpu_name: str) -> comparison.Comparison:
     pad = int(row["pad_heads_to"])
     label = (f"mla_decode seqs={row['seqs']} context={row['context']} splits={row['num_splits']}"
              + (f" pad{pad}" if pad > int(row["heads"]) else ""))
-    return comparison.compare(row, kernel, gpu_name, label, GROUP)
+    return comparison.compare(row, _counted(kernel, gpu_name), gpu_name, label, GROUP)
