@@ -296,8 +296,8 @@ class KVCache:
         Equal to calling `grow` on each in turn when all succeed (blocks are taken in the same order).
         """
         held = [self._seq(seq_id) for seq_id in seq_ids]
-        needs = [-(-_check_positive("grow tokens", t) // self._block_tokens) - len(h) for h, t in zip(held, tokens,
-                                                                                                      strict=True)]
+        block = self._block_tokens
+        needs = [-(-_check_positive("grow tokens", t) // block) - len(h) for h, t in zip(held, tokens, strict=True)]
         total = sum(n for n in needs if n > 0)
         if not total:
             return True
@@ -336,6 +336,8 @@ class KVCache:
     def _take(self, count: int) -> list[int]:
         """`count` blocks for new data: never-used ones first, then LRU evictions (the caller checked they exist)."""
         pool = self._never_used
+        if count == 1 and pool:  # a decode crossing a block boundary while never-used blocks remain
+            return [pool.pop()]
         from_pool = min(count, len(pool))
         taken = pool[len(pool) - from_pool :][::-1]
         del pool[len(pool) - from_pool :]

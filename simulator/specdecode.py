@@ -107,14 +107,15 @@ class Acceptance:
 
     def sample_committed(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """Committed tokens (1 + accepted drafts) of n independent cycles, drawn by inverse CDF on one uniform each."""
-        if not isinstance(rng, np.random.Generator):
+        if type(rng) is not np.random.Generator and not isinstance(rng, np.random.Generator):
             raise ValueError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
-        n = _check_depth(n, field="n")
+        if type(n) is not int or n < 0:  # the serving loop's hot path: isinstance on numbers.Integral is slow
+            n = _check_depth(n, field="n")
         u = rng.random(n)
         # Accepted count = #{i : u < r_i}, so P(accepted >= i) = P(u < r_i) = r_i exactly. The rates are
         # non-increasing, so their negations are sorted and searchsorted counts them in O(log k).
         accepted = np.searchsorted(self._negated_rates, -u, side="left")
-        return (1 + accepted).astype(np.int64)
+        return accepted.astype(np.int64, copy=False) + 1
 
 
 def useful_rate(acceptance: Acceptance, cycle_s: float) -> float:
