@@ -122,6 +122,11 @@ def _parser() -> argparse.ArgumentParser:
     kern.add_argument("--calibration", default=None, metavar="YAML",
                       help="a calibration overlay on the GPU's default calibration")
     kern.add_argument("--json", action="store_true", help="print one JSON object")
+    val = sub.add_parser("validate", help="predicted against measured for every recorded row of a GPU, per family")
+    val.add_argument("--hw", required=True, help="GPU whose measurements to compare, e.g. h200")
+    val.add_argument("--write-report", action="store_true",
+                     help="regenerate validation/REPORT.md and validation/report_<hw>.html (the plotly figure)")
+    val.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
 
@@ -183,6 +188,10 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         result = queries.kernel_query(args.hw, args.kind, params, launch=args.launch,
                                       calibration=args.calibration)
         return result, f"{args.kind} on {args.hw}"
+    if args.command == "validate":
+        from infersim.validation_queries import validate_query
+
+        return validate_query(args.hw, write_report=args.write_report), f"Predicted vs measured on {args.hw}"
     raise UserError(f"unknown command {args.command!r}")
 
 

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from validation import measure
+from validation import suites as companion_suites
 
 DATA_DIR = Path(__file__).resolve().parents[1] / "validation" / "data" / "h200"
 CSV_PATHS = sorted(DATA_DIR.glob("*.csv"))
@@ -149,14 +150,14 @@ def test_write_csv_atomic_round_trip(tmp_path):
 
 def test_cases_are_counted_and_modes_valid():
     for suite in measure.SUITES:
-        for case in measure.CASES[suite]():
+        for case in measure.suite_cases(suite):
             row = measure.case_row(case)
             assert row["launch_mode"] in measure.LAUNCH_MODES
             assert row["host_gaps"] in measure.HOST_GAPS
             assert set(row) <= set(measure.columns(suite))
     skinny = [c for c in measure.gemm_cases() if c.m < measure.GEMM_EAGER_BATCH_BELOW_M]
     assert {c.launch_mode for c in skinny} == {"eager", "graph"}
-    assert measure.expand_suites(["launch", "all"]) == ["launch", "gemm", "copy_grid"]
+    assert measure.expand_suites(["launch", "all"]) == ["launch", "gemm", "copy_grid", *companion_suites.NAMES]
 
 
 def test_measure_imports_without_torch():
