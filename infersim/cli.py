@@ -75,6 +75,8 @@ def _parser() -> argparse.ArgumentParser:
     mem.add_argument("--mem-fraction", type=float, default=0.9, help="share of HBM the engine may use")
     mem.add_argument("--max-num-seqs", type=_positive_int, default=64, help="sequences whose state is held")
     mem.add_argument("--max-num-batched-tokens", type=_positive_int, default=8192, help="tokens per step")
+    mem.add_argument("--kda-checkpoint-tokens", type=_positive_int, default=None, metavar="N",
+                     help="a cached prefix keeps a KDA state every N tokens; their bytes count against capacity")
     mem.add_argument("--row-only-weights", action="store_true",
                      help="load only the routed-output rows each rank uses (BRIEF mechanism 3)")
     mem.add_argument("--json", action="store_true", help="print one JSON object")
@@ -167,7 +169,8 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         result = workload_queries.memory_query(
             args.model, args.hw, tp=args.tp, dcp=args.dcp, ep=args.ep, context=args.context,
             mem_fraction=args.mem_fraction, max_num_seqs=args.max_num_seqs,
-            max_batched_tokens=args.max_num_batched_tokens, row_only_weights=args.row_only_weights)
+            max_batched_tokens=args.max_num_batched_tokens, row_only_weights=args.row_only_weights,
+            kda_checkpoint_tokens=args.kda_checkpoint_tokens)
         return result, f"Memory per GPU: {args.model} on {args.hw}, TP{args.tp} DCP{args.dcp}"
     if args.command == "step":
         result = workload_queries.step_query(

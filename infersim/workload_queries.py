@@ -70,14 +70,14 @@ def model_show(name: str) -> dict[str, Any]:
 
 def memory_query(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, context: int = 0,
                  mem_fraction: float = 0.9, max_num_seqs: int = 64, max_batched_tokens: int = 8192,
-                 row_only_weights: bool = False) -> dict[str, Any]:
+                 row_only_weights: bool = False, kda_checkpoint_tokens: int | None = None) -> dict[str, Any]:
     """Memory per GPU of a model on a GPU under a parallel plan, with the KV of one `context`-token request."""
     if context < 0:
         raise ValueError(f"context must not be negative, got {context}")
     deployment = Deployment(load_model(model), load_gpu(hw), tp=tp, dcp=dcp, ep=ep,
                             options=KernelOptions(moe_row_only_weights=row_only_weights))
     plan = plan_memory(deployment, mem_fraction=mem_fraction, max_num_seqs=max_num_seqs,
-                       max_batched_tokens=max_batched_tokens)
+                       max_batched_tokens=max_batched_tokens, kda_checkpoint_tokens=kda_checkpoint_tokens)
     return {
         "model": deployment.model.name,
         "hw": deployment.gpu.name,
@@ -93,6 +93,7 @@ def memory_query(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, con
         "kda_state_bytes_per_seq": plan.kda_state_bytes_per_seq,
         "kda_conv_bytes_per_seq": plan.kda_conv_bytes_per_seq,
         "kda_checkpoint_bytes": plan.kda_checkpoint_bytes,
+        "kda_checkpoint_bytes_per_token": plan.kda_checkpoint_bytes_per_token,
         "workspace_bytes": plan.workspace_bytes,
         "reserve_bytes": plan.reserve_bytes,
         "usable_bytes": plan.usable_bytes,

@@ -106,14 +106,16 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
     deployment = deployment_of(scenario)
     platform = load_platform(scenario.hardware.platform)
     serving = scenario.serving
-    memory = plan_memory(deployment, mem_fraction=serving.gpu_memory_utilization,
-                         max_num_seqs=serving.max_num_seqs, max_batched_tokens=serving.max_num_batched_tokens)
     block = scenario.cache.block_tokens
     # BRIEF mechanism 2: a hit resumes only where every layer has state. With KDA layers the hit is cut
-    # to the last KDA checkpoint, unless checkpoints are saved with every attention block (aligned).
+    # to the last KDA checkpoint, unless checkpoints are saved with every attention block (aligned); each
+    # saved checkpoint takes HBM (and host DRAM) beside the attention history it goes with.
     checkpoint = None
     if deployment.model.kda is not None:
         checkpoint = block if scenario.cache.align_kda_checkpoints else scenario.cache.kda_checkpoint_interval
+    memory = plan_memory(deployment, mem_fraction=serving.gpu_memory_utilization,
+                         max_num_seqs=serving.max_num_seqs, max_batched_tokens=serving.max_num_batched_tokens,
+                         kda_checkpoint_tokens=checkpoint)
     block_bytes = memory.kv_bytes_per_token * block
     host_blocks = int(scenario.cache.host_offload_gb_per_gpu * 1e9 // block_bytes) if block_bytes else 0
     kv = KVCache(capacity_blocks=max(1, memory.kv_capacity_tokens // block), block_tokens=block,

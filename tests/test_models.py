@@ -109,3 +109,18 @@ def test_a_bad_model_file_is_named(tmp_path):
 def test_unknown_model_lists_the_catalog():
     with pytest.raises(SpecError, match=r"unknown model \(valid: deepseek-v3, deepseek-v4-flash"):
         load_model("gpt-5")
+
+
+def test_saved_kda_checkpoints_take_their_share_of_the_kv_capacity():
+    # BRIEF mechanism 2: a cached prefix keeps a KDA state every checkpoint interval beside its MLA history
+    d = Deployment(load_model("kimi-k3"), load_gpu("mi355x"), tp=8)
+    plain = plan_memory(d)
+    every_2048 = plan_memory(d, kda_checkpoint_tokens=2048)
+    every_128 = plan_memory(d, kda_checkpoint_tokens=128)
+    state = plain.kda_state_bytes_per_seq + plain.kda_conv_bytes_per_seq
+    assert every_2048.kda_checkpoint_bytes_per_token == pytest.approx(state / 2048)
+    assert every_2048.kv_bytes_per_token == pytest.approx(plain.mla_kv_bytes_per_token + state / 2048)
+    assert every_2048.kv_capacity_tokens == int(plain.kv_budget_bytes // every_2048.kv_bytes_per_token)
+    assert plain.kv_capacity_tokens > every_2048.kv_capacity_tokens > every_128.kv_capacity_tokens > 0
+    llama = Deployment(load_model("llama-3.1-70b"), load_gpu("h200"), tp=8)  # no KDA: nothing to save
+    assert plan_memory(llama, kda_checkpoint_tokens=128).kv_capacity_tokens == plan_memory(llama).kv_capacity_tokens

@@ -34,9 +34,12 @@ class MemoryPlan:
     kv_budget_bytes: float
     kv_capacity_tokens: int
 
+    kda_checkpoint_bytes_per_token: float = 0.0  # saved KDA states of cached prefixes, one per checkpoint interval
+
     @property
     def kv_bytes_per_token(self) -> float:
-        return self.mla_kv_bytes_per_token + self.gqa_kv_bytes_per_token
+        """Bytes a cached token holds: its attention history plus its share of the saved KDA checkpoints."""
+        return self.mla_kv_bytes_per_token + self.gqa_kv_bytes_per_token + self.kda_checkpoint_bytes_per_token
 
     @property
     def kda_checkpoint_bytes(self) -> float:
@@ -56,8 +59,12 @@ def weights_bytes_per_gpu(d: Deployment) -> dict[Part, float]:
 
 
 def plan_memory(d: Deployment, *, mem_fraction: float = 0.9, max_num_seqs: int = 64,
-                max_batched_tokens: int = 8192) -> MemoryPlan:
-    """Memory per GPU at `mem_fraction` of HBM (vLLM's gpu_memory_utilization); raises if the model cannot fit."""
+                max_batched_tokens: int = 8192, kda_checkpoint_tokens: int | None = None) -> MemoryPlan:
+    """Memory per GPU at `mem_fraction` of HBM (vLLM's gpu_memory_utilization); raises if the model cannot fit.
+
+    With `kda_checkpoint_tokens`, a cached prefix keeps one saved KDA state (recurrent + conv) per that many
+    tokens, so the cache's capacity in tokens counts each token's share of a checkpoint (BRIEF mechanism 2).
+    """
     if not 0 < mem_fraction <= 1:
         raise ValueError(f"mem_fraction must be in (0, 1], got {mem_fraction}")
     if max_num_seqs < 1 or max_batched_tokens < 1:
@@ -88,7 +95,12 @@ def plan_memory(d: Deployment, *, mem_fraction: float = 0.9, max_num_seqs: int =
             f"{(workspace + reserve) / 1e9:.1f} GB + state of {max_num_seqs} sequences "
             f"{max_num_seqs * (kda_state + kda_conv) / 1e9:.1f} GB exceed {usable / 1e9:.1f} GB "
             f"({mem_fraction:.0%} of {d.gpu.hbm_capacity_bytes / 1e9:.0f} GB); raise tp or lower the precision")
-    per_token = mla_kv + gqa_kv
+    checkpoint = 0.0
+    if m.kda is not None and kda_checkpoint_tokens:
+        if kda_checkpoint_tokens < 1:
+            raise ValueError(f"kda_checkpoint_tokens must be at least 1, got {kda_checkpoint_tokens}")
+        checkpoint = (kda_state + kda_conv) / kda_checkpoint_tokens
+    per_token = mla_kv + gqa_kv + checkpoint
     capacity = int(budget // per_token) if per_token else 0
     return MemoryPlan(
         weights_bytes_per_gpu=weights,
@@ -102,6 +114,7 @@ def plan_memory(d: Deployment, *, mem_fraction: float = 0.9, max_num_seqs: int =
         usable_bytes=usable,
         kv_budget_bytes=budget,
         kv_capacity_tokens=capacity,
+        kda_checkpoint_bytes_per_token=checkpoint,
     )
 
 
