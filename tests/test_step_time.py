@@ -102,3 +102,10 @@ def test_the_serving_loops_total_only_path_equals_the_full_step_time():
     spec = Batch(verifies=(30000,) * 20, spec_depth=2)
     drafts = full.step_time(Batch(decodes=(30000,) * 20)).total_s
     assert fast.cycle_time_s(spec, 0.5) == pytest.approx(full.step_time(spec).total_s + 0.5 * drafts, rel=1e-12)
+
+
+def test_token_count_parts_build_no_decode_kernels_the_options_forbid():
+    # 16 MLA KV splits need at least 16 tokens of context; the token-count parts must not invent tiny decodes
+    k3 = Deployment(load_model("kimi-k3"), load_gpu("mi355x"), tp=8, options=KernelOptions(mla_num_splits=16))
+    timer = StepTimer(k3, build_fabric(load_platform("mi355x-8"), k3.gpu), load_calibration("mi355x"))
+    assert timer.cycle_time_s(Batch(prefills=(PrefillChunk(900, 0),), verifies=(5000,) * 3, spec_depth=2)) > 0

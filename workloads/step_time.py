@@ -166,8 +166,12 @@ def _representative(key: tuple) -> Batch:
 
 
 def _with_tokens(tokens: int, sampled: int) -> Batch:
-    """A batch with these token and sampled-position counts, for parts that depend on nothing else."""
-    return Batch(prefills=(PrefillChunk(tokens - sampled + 1, 0),), decodes=(1,) * (sampled - 1))
+    """A batch with these token and sampled-position counts, for parts that depend on nothing else.
+
+    Prefill chunks only (each samples its last position): decode kernels of made-up contexts could be
+    invalid for a deployment's options (more KV splits than context), and their items are dropped anyway.
+    """
+    return Batch(prefills=(PrefillChunk(1, 0),) * (sampled - 1) + (PrefillChunk(tokens - sampled + 1, 0),))
 
 
 def _layer_signatures(deployment: Deployment, attnres_sources) -> tuple[dict[tuple, int], dict[tuple, int]]:
