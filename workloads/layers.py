@@ -100,6 +100,8 @@ def post_stack_items(batch: Batch, d: Deployment) -> Iterator[StepItem]:
     yield _k(last, "sampling", _make(Elementwise, elements=sampled * vocab, inputs=1, ops_per_element=4, dtype="fp32"))
 
 
+SAMPLED_ITEMS = frozenset({"lm_head", "logits", "sampling"})  # around the stack, by sampled positions only
+
 # Mixer items that depend on the batch's sequences (kinds, counts, lengths), not only on its token
 # count. The step cache keys them by the prefill chunks, or by the decodes and verifies; a test holds
 # the split to the full plan, so an item missing here shows up as a difference there.

@@ -130,8 +130,12 @@ def _timed_parts(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Ca
         parts.append(part)
         weights.append(weight)
 
-    add(("stack", t, sampled), 1, by_tokens,
-        lambda: (*layers.pre_stack_items(by_tokens, deployment), *layers.post_stack_items(by_tokens, deployment)))
+    def around(b: Batch) -> tuple:
+        return (*layers.pre_stack_items(b, deployment), *layers.post_stack_items(b, deployment))
+
+    add(("stack", t), 1, by_tokens, lambda: around(by_tokens), lambda n: n not in layers.SAMPLED_ITEMS)
+    by_sampled = by_tokens if t == sampled else _with_tokens(sampled, sampled)
+    add(("sampled", sampled), 1, by_sampled, lambda: around(by_sampled), layers.SAMPLED_ITEMS.__contains__)
     chunks = tuple((c.tokens, c.cached) for c in batch.prefills)  # hashes faster than the chunk objects
     for signature, weight in counts.items():
         kind, layer = signature[0], first[signature]
