@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +126,8 @@ def write_sweep_chart(sweep: dict[str, Any], out_dir: str) -> Path:
     """A plotly chart of speedup over the ring for each variant, written atomically as HTML."""
     import plotly.graph_objects as go
 
+    from infersim.outputs import atomic_write
+
     figure = go.Figure()
     sizes = [row["bytes"] for row in sweep["rows"]]
     for variant in sweep["variants"]:
@@ -141,12 +141,5 @@ def write_sweep_chart(sweep: dict[str, Any], out_dir: str) -> Path:
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     target = out / f"collective-{sweep['platform']}-tp{sweep['tp']}-{sweep['op']}.html"
-    fd, tmp = tempfile.mkstemp(dir=out, suffix=".tmp")
-    os.close(fd)
-    try:
-        figure.write_html(tmp, include_plotlyjs=True)
-        os.replace(tmp, target)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
+    atomic_write(target, lambda tmp: figure.write_html(tmp, include_plotlyjs=True))
     return target

@@ -12,10 +12,13 @@ from typing import Any
 from simulator.simulate import SimulationResult
 
 
-def _atomic(path: Path, write: Callable[[str], None]) -> None:
+def atomic_write(path: Path, write: Callable[[str], None]) -> None:
     """Write through a temporary file in the same folder, then rename: no reader sees half a file."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes files private; results are ordinary files
     try:
         write(tmp)
         os.replace(tmp, path)
@@ -33,10 +36,10 @@ def write_outputs(result: SimulationResult, out_dir: str | Path) -> list[Path]:
     def summary(tmp: str) -> None:
         Path(tmp).write_text(json.dumps(result.summary, indent=2, allow_nan=False) + "\n")
 
-    _atomic(paths["summary.json"], summary)
-    _atomic(paths["requests.csv"], lambda tmp: result.requests.to_csv(tmp, index=False))
-    _atomic(paths["steps.csv"], lambda tmp: result.steps.to_csv(tmp, index=False))
-    _atomic(paths["report.html"], lambda tmp: report_figure(result).write_html(tmp, include_plotlyjs=True))
+    atomic_write(paths["summary.json"], summary)
+    atomic_write(paths["requests.csv"], lambda tmp: result.requests.to_csv(tmp, index=False))
+    atomic_write(paths["steps.csv"], lambda tmp: result.steps.to_csv(tmp, index=False))
+    atomic_write(paths["report.html"], lambda tmp: report_figure(result).write_html(tmp, include_plotlyjs=True))
     return list(paths.values())
 
 

@@ -16,10 +16,8 @@ from __future__ import annotations
 import argparse
 import csv
 import math
-import os
 import statistics
 import sys
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -30,6 +28,7 @@ from hwmodels.interconnect import build_fabric
 from hwmodels.library import LIBRARY_DIR, CollectiveLibrary
 from hwmodels.roofline import LaunchMode, launch_overhead_s
 from hwmodels.spec import load_gpu, load_platform
+from validation.measure_output import write_text_atomic
 from workloads.collective_algorithms import ring_time
 from workloads.collectives import CollectiveOp
 
@@ -110,10 +109,7 @@ def write_library(library: CollectiveLibrary, source: str) -> Path:
         f'large_efficiency: {{value: {library.large_efficiency:.4f}, source: "{note}"}}',
         f'protocol_switch_bytes: {{value: {int(library.protocol_switch_bytes)}, source: "{note}"}}',
     ]
-    fd, tmp = tempfile.mkstemp(dir=LIBRARY_DIR, suffix=".tmp")
-    with os.fdopen(fd, "w") as handle:
-        handle.write("\n".join(lines) + "\n")
-    os.replace(tmp, target)
+    write_text_atomic(target, "\n".join(lines) + "\n")
     return target
 
 

@@ -61,6 +61,9 @@ def write_csv_atomic(path: Path, header: Sequence[str], rows: Sequence[dict[str,
 def write_text_atomic(path: Path, text: str) -> None:
     """Write text to path unchanged through a temporary file in the same folder, then rename it into place."""
     fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes files private; data files are ordinary files
     try:
         with os.fdopen(fd, "w", newline="") as f:
             f.write(text)
