@@ -122,38 +122,41 @@ def _timed_parts(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Ca
     parts, weights = [], []
     get = memo.parts.get
 
-    def add(key: tuple, weight: int, by: Batch, make: Callable[[], tuple], keep=None) -> None:
+    def add(key: tuple, weight: int, build: Callable[[], tuple[Batch, tuple]], keep=None) -> None:
+        """The part of `key`; on a miss, `build` gives the batch and the items to time (called only then)."""
         part = get(key)
         if part is None:
-            items = tuple(i for i in make() if keep is None or keep(i.name))
+            by, items = build()
+            items = tuple(i for i in items if keep is None or keep(i.name))
             part = memo.parts[key] = time_plan(StepPlan(deployment, by, items), fabric, calib, quickreduce, memo)
         parts.append(part)
         weights.append(weight)
 
-    def around(b: Batch) -> tuple:
-        return (*layers.pre_stack_items(b, deployment), *layers.post_stack_items(b, deployment))
+    def around(b: Batch) -> tuple[Batch, tuple]:
+        return b, (*layers.pre_stack_items(b, deployment), *layers.post_stack_items(b, deployment))
 
-    add(("stack", t), 1, by_tokens, lambda: around(by_tokens), lambda n: n not in layers.SAMPLED_ITEMS)
-    by_sampled = by_tokens if t == sampled else _with_tokens(sampled, sampled)
-    add(("sampled", sampled), 1, by_sampled, lambda: around(by_sampled), layers.SAMPLED_ITEMS.__contains__)
+    add(("stack", t), 1, lambda: around(by_tokens), lambda n: n not in layers.SAMPLED_ITEMS)
+    add(("sampled", sampled), 1, lambda: around(by_tokens if t == sampled else _with_tokens(sampled, sampled)),
+        layers.SAMPLED_ITEMS.__contains__)
     chunks = tuple((c.tokens, c.cached) for c in batch.prefills)  # hashes faster than the chunk objects
+    mixed = batch.decodes or batch.verifies
     for signature, weight in counts.items():
         kind, layer = signature[0], first[signature]
         if kind != "mixer":
             maker = layers.input_items if kind == "input" else layers.ffn_items
-            add((*signature, t), weight, by_tokens, lambda m=maker, la=layer: tuple(m(la, by_tokens, deployment)))
+            add((*signature, t), weight, lambda m=maker, la=layer: (by_tokens, tuple(m(la, by_tokens, deployment))))
             continue
-        add((*signature, "tokens", t), weight, by_tokens,
-            lambda la=layer: tuple(layers.mixer_items(la, by_tokens, deployment)), lambda n: n not in sequences)
+        add((*signature, "tokens", t), weight,
+            lambda la=layer: (by_tokens, tuple(layers.mixer_items(la, by_tokens, deployment))),
+            lambda n: n not in sequences)
         if chunks:
-            only = Batch(prefills=batch.prefills)
-            add((*signature, "prefills", chunks), weight, only,
-                lambda la=layer, b=only: tuple(layers.mixer_items(la, b, deployment)),
+            add((*signature, "prefills", chunks), weight,
+                lambda la=layer: _only(la, Batch(prefills=batch.prefills), deployment),
                 layers.PREFILL_ITEMS.__contains__)
-        if batch.decodes or batch.verifies:
-            only = Batch(decodes=batch.decodes, verifies=batch.verifies, spec_depth=batch.spec_depth)
-            add((*signature, "decodes", batch.decodes, batch.verifies, batch.spec_depth), weight, only,
-                lambda la=layer, b=only: tuple(layers.mixer_items(la, b, deployment)),
+        if mixed:
+            add((*signature, "decodes", batch.decodes, batch.verifies, batch.spec_depth), weight,
+                lambda la=layer: _only(la, Batch(decodes=batch.decodes, verifies=batch.verifies,
+                                                 spec_depth=batch.spec_depth), deployment),
                 layers.DECODE_ITEMS.__contains__)
     return parts, weights
 
@@ -167,6 +170,13 @@ def _representative(key: tuple) -> Batch:
         verifies=(verifies[1],) * verifies[0],
         spec_depth=depth,
     )
+
+
+def _only(layer: int, batch: Batch, deployment: Deployment) -> tuple[Batch, tuple]:
+    """A part's batch and its mixer items (the caller keeps the ones of its kind)."""
+    from workloads.layers import mixer_items
+
+    return batch, tuple(mixer_items(layer, batch, deployment))
 
 
 def _with_tokens(tokens: int, sampled: int) -> Batch:
