@@ -288,6 +288,33 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def run_ranks(worker, cfg: dict, world_size: int, deadline_s: float, tmp: str, what: str
+              ) -> tuple[list[list[dict]], list[str]]:
+    """Spawn one process per rank, stop them past `deadline_s`, and read each rank's rows from `tmp`/rank<r>.json."""
+    import torch.multiprocessing as mp
+
+    failures: list[str] = []
+    t0 = time.monotonic()
+    try:
+        ctx = mp.spawn(worker, args=(cfg,), nprocs=world_size, join=False)
+        while not ctx.join(timeout=5):
+            if time.monotonic() - t0 > deadline_s:
+                for proc in ctx.processes:  # only the workers this call started, by their handles
+                    if proc.is_alive():
+                        proc.terminate()
+                failures.append(f"worker processes: still running after {deadline_s:.0f} s, terminated")
+                break
+    except Exception as e:
+        traceback.print_exc()
+        failures.append(f"worker processes: {type(e).__name__}: {e}")
+    print(f"{what} took {time.monotonic() - t0:.1f} s", flush=True)
+    results = []
+    for r in range(world_size):
+        path = Path(tmp) / f"rank{r}.json"
+        results.append(json.loads(path.read_text()) if path.exists() else [])
+    return results, failures
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     ops = tuple(args.op or OPS)
@@ -305,7 +332,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     try:
         import torch
-        import torch.multiprocessing as mp
     except ImportError:
         print("measure_collectives: torch is not installed", file=sys.stderr)
         return 1
@@ -335,24 +361,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             "sizes": planned,
             "budget_s": args.budget_s,
         }
-        t0 = time.monotonic()
-        try:
-            ctx = mp.spawn(_worker, args=(cfg,), nprocs=args.world_size, join=False)
-            while not ctx.join(timeout=5):
-                if time.monotonic() - t0 > args.deadline_s:
-                    for proc in ctx.processes:  # only the workers this call started, by their handles
-                        if proc.is_alive():
-                            proc.terminate()
-                    failures.append(f"worker processes: still running after {args.deadline_s:.0f} s, terminated")
-                    break
-        except Exception as e:
-            traceback.print_exc()
-            failures.append(f"worker processes: {type(e).__name__}: {e}")
-        print(f"collectives took {time.monotonic() - t0:.1f} s", flush=True)
-        results = []
-        for r in range(args.world_size):
-            path = Path(tmp) / f"rank{r}.json"
-            results.append(json.loads(path.read_text()) if path.exists() else [])
+        results, spawn_failures = run_ranks(_worker, cfg, args.world_size, args.deadline_s, tmp, "collectives")
+        failures += spawn_failures
     failures += [f"{r['op']} {r['size_bytes']} {r['mode']}: {r['error']}" for r in results[0] if r.get("error")]
     prov = provenance(args.backend)
     print("provenance:", prov, flush=True)

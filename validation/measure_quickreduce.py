@@ -19,7 +19,6 @@ on local buffers, so that no rank spins on flags while its peer compiles. NVLink
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import tempfile
@@ -41,6 +40,7 @@ from validation.measure_collectives import (
     build_rows,
     force_safe_env,
     provenance,
+    run_ranks,
     sizes,
 )
 from validation.measure_output import report_failures
@@ -338,7 +338,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     if out is None:
         return 2
     import torch
-    import torch.multiprocessing as mp
 
     if torch.cuda.device_count() < args.world_size:
         print(f"measure_quickreduce: {torch.cuda.device_count()} GPUs, need {args.world_size}", file=sys.stderr)
@@ -350,24 +349,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         cfg = {"world_size": args.world_size, "init_method": "file://" + str(Path(tmp) / "rendezvous"), "tmp": tmp,
                "codecs": codecs, "backends": backends, "sizes": planned, "budget_s": args.budget_s,
                "max_programs": args.max_programs, "num_warps": args.num_warps}
-        t0 = time.monotonic()
-        try:
-            ctx = mp.spawn(_worker, args=(cfg,), nprocs=args.world_size, join=False)
-            while not ctx.join(timeout=5):
-                if time.monotonic() - t0 > args.deadline_s:
-                    for proc in ctx.processes:  # only the workers this call started, by their handles
-                        if proc.is_alive():
-                            proc.terminate()
-                    failures.append(f"worker processes: still running after {args.deadline_s:.0f} s, terminated")
-                    break
-        except Exception as e:
-            traceback.print_exc()
-            failures.append(f"worker processes: {type(e).__name__}: {e}")
-        print(f"all-reduces took {time.monotonic() - t0:.1f} s", flush=True)
-        results = []
-        for r in range(args.world_size):
-            path = Path(tmp) / f"rank{r}.json"
-            results.append(json.loads(path.read_text()) if path.exists() else [])
+        results, spawn_failures = run_ranks(_worker, cfg, args.world_size, args.deadline_s, tmp, "all-reduces")
+        failures += spawn_failures
     failures += [f"{r['backend'] if 'backend' in r else r['op']} {r['size_bytes']} {r['mode']}: {r['error']}"
                  for r in results[0] if r.get("error")]
     prov = provenance(NCCL)
