@@ -32,8 +32,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from simulator.block_lru import BlockLRU
+from simulator.host_tier import HostTier
+
 _FIRST_UNLIMITED_BLOCKS = 1024  # initial size of an unlimited cache's per-block arrays; they double as needed
-_FIRST_QUEUE_ENTRIES = 1024  # initial size of the LRU's entry arrays; they double as needed
 _SNAPSHOT_SCAN = 256  # prompt blocks, from the end, searched first for a snapshot
 _SNAPSHOTS = 4096  # released prompts remembered for their next turn (about 5 MB at 1k blocks each)
 
@@ -107,27 +109,14 @@ class KVCache:
             self._next_block = size
         self._refs = np.zeros(size, dtype=np.int64)  # running sequences holding each block
         self._hashed = np.zeros(size, dtype=bool)  # whether each block is keyed in the prefix cache
-        self._freed_at = np.zeros(size, dtype=np.int64)  # the release stamp of each block's latest LRU entry
         self._block_hash: dict[int, int] = {}  # block -> its prefix hash
         self._cached: dict[int, int] = {}  # prefix hash -> block (used or free-cached)
-        # The LRU is a FIFO of (block, release stamp) entries in release order. Reviving or re-freeing a block
-        # leaves its old entry stale rather than searching for it, and eviction skips stale entries, so every
-        # operation is vectorized and O(1) per block; an OrderedDict costs ~10x more per block.
-        self._lru_blocks = np.zeros(_FIRST_QUEUE_ENTRIES, dtype=np.int64)
-        self._lru_stamps = np.zeros(_FIRST_QUEUE_ENTRIES, dtype=np.int64)
-        self._lru_head = self._lru_tail = 0  # live entries lie in [head, tail)
-        self._clock = 0  # release stamps handed out so far
-        self._evictable = 0  # free-cached blocks (live LRU entries)
+        self._lru = BlockLRU(size)  # free-cached blocks, least recently released first
         self._seqs: dict[int, _Held] = {}  # running sequence -> its blocks in token order
         self._tails: OrderedDict[int, np.ndarray] = OrderedDict()  # released prompts' blocks by last hash
         self._block_key = np.zeros(size, dtype=np.uint64)  # each hashed block's prefix hash (valid where hashed)
-        # Host-offload tier (BRIEF study B: CPU offload): hashed blocks evicted from HBM are stored in host
-        # DRAM, LRU-evicted there too; a prefix hit that continues in the host tier loads those blocks back.
-        self._host_capacity = host_capacity_blocks
-        self._host: OrderedDict[int, None] = OrderedDict()
-        self.offload_stored_blocks = 0  # blocks copied to the host since the last `take_transfers()`
-        self.offload_loaded_blocks = 0  # blocks copied back to HBM since the last `take_transfers()`
-        self.host_hits_tokens = 0
+        self._host = HostTier(host_capacity_blocks)
+        self.host_hits_tokens = 0  # of hits_tokens, those loaded back from the host tier
         self._used = 0
         self.hits_tokens = 0  # prompt tokens served from the cache, summed over admitted sequences
         self.lookups_tokens = 0  # prompt tokens of admitted sequences
@@ -157,14 +146,14 @@ class KVCache:
     @property
     def cached_free_blocks(self) -> int:
         """Blocks no sequence holds whose KV is kept for prefix hits until evicted."""
-        return self._evictable
+        return self._lru.evictable
 
     @property
     def free_blocks(self) -> int | float:
         """Blocks a new allocation could take (never used + evictable); math.inf when unlimited."""
         if self._capacity is None:
             return math.inf
-        return len(self._never_used) + self._evictable
+        return len(self._never_used) + self._lru.evictable
 
     @property
     def running(self) -> int:
@@ -188,9 +177,7 @@ class KVCache:
 
     def lru_blocks(self) -> tuple[int, ...]:
         """Free-cached block ids, the next to be evicted first."""
-        start, stop = self._lru_head, self._lru_tail
-        live = self._live(start, stop)
-        return tuple(self._lru_blocks[start:stop][live].tolist())
+        return self._lru.order(self._refs, self._hashed)
 
     def hash_of(self, block: int) -> int | None:
         """The prefix hash a block is cached under, or None."""
@@ -213,30 +200,23 @@ class KVCache:
         if (ordered[1:] == ordered[:-1]).any():
             raise ValueError("KVCache.allocate: block hashes repeat; prefix hashes are chained, so they never do")
         hit_blocks, held, tail = self._lookup(array)
-        host_blocks = 0
-        if self._host:
-            for key in array[hit_blocks:].tolist():
-                if key not in self._host:
-                    break
-                host_blocks += 1
+        fresh = array[hit_blocks:].tolist()
+        host_blocks = self._host.leading(fresh)
         need = -(-tokens // self._block_tokens) - hit_blocks
         revived = held[self._refs[held] == 0]  # free-cached blocks this sequence takes back out of the LRU
         if need > self._available() - revived.size:
             return None
-        self._evictable -= revived.size  # their LRU entries go stale
+        self._lru.evictable -= revived.size  # their LRU entries go stale
         self._refs[held] += 1
         new = self._take(need)
         self._refs[new] = 1
-        fresh = array[hit_blocks:].tolist()
         self._register(new[: len(fresh)], fresh)
         prompt = (int(array[-1]), array.size) if array.size else None
         self._seqs[seq_id] = _Held(np.concatenate((held, np.array(new, dtype=np.int64))), prompt)
         if tail is not None:
             del self._tails[tail]
         self._used += revived.size + need
-        for key in fresh[:host_blocks]:
-            self._host.move_to_end(key)
-        self.offload_loaded_blocks += host_blocks
+        self._host.load(fresh[:host_blocks])
         hit_tokens = min((hit_blocks + host_blocks) * self._block_tokens, tokens - 1)
         if self._checkpoint_tokens is not None:
             hit_tokens -= hit_tokens % self._checkpoint_tokens
@@ -331,7 +311,7 @@ class KVCache:
 
     def _available(self) -> int | float:
         """Blocks that can be taken now without touching running sequences."""
-        return math.inf if self._capacity is None else len(self._never_used) + self._evictable
+        return math.inf if self._capacity is None else len(self._never_used) + self._lru.evictable
 
     def _take(self, count: int) -> list[int]:
         """`count` blocks for new data: never-used ones first, then LRU evictions (the caller checked they exist)."""
@@ -348,32 +328,18 @@ class KVCache:
             self._ensure_size(self._next_block)
             taken.extend(range(start, start + rest))
         elif rest:
-            evicted = self._evict(rest)
+            evicted = self._lru.evict(rest, self._refs, self._hashed)
             self._hashed[evicted] = False
             for key in map(self._block_hash.pop, evicted):
                 del self._cached[key]
-                self._offload(key)
+                self._host.store(key)
             taken.extend(evicted)
             self.evictions += rest
         return taken
 
-    def _offload(self, key: int) -> None:
-        """Store an evicted block's prefix in the host tier (if there is one), evicting the host's LRU."""
-        if not self._host_capacity:
-            return
-        if key in self._host:
-            self._host.move_to_end(key)
-            return
-        self._host[key] = None
-        self.offload_stored_blocks += 1
-        if len(self._host) > self._host_capacity:
-            self._host.popitem(last=False)
-
     def take_transfers(self) -> tuple[int, int]:
         """(blocks stored to, blocks loaded from) the host since the last call: what PCIe must move."""
-        moved = (self.offload_stored_blocks, self.offload_loaded_blocks)
-        self.offload_stored_blocks = self.offload_loaded_blocks = 0
-        return moved
+        return self._host.take_transfers()
 
     def _register(self, blocks: list[int], keys: list[int]) -> None:
         """Key new full blocks by their (distinct) prefix hashes, skipping hashes already cached."""
@@ -407,83 +373,16 @@ class KVCache:
         released = order[self._refs[order] == 0]
         self._used -= released.size
         hashed = self._hashed[released]
-        self._push_lru(released[hashed])
+        self._lru.push(released[hashed], self._refs, self._hashed)
         self._never_used.extend(released[~hashed].tolist())
-
-    def _live(self, start: int, stop: int) -> np.ndarray:
-        """Which LRU entries in [start, stop) still stand for a free-cached block (the rest are stale)."""
-        blocks = self._lru_blocks[start:stop]
-        return ((self._refs[blocks] == 0) & self._hashed[blocks]
-                & (self._freed_at[blocks] == self._lru_stamps[start:stop]))
-
-    def _push_lru(self, blocks: np.ndarray) -> None:
-        """Append released blocks at the LRU's most recently used end, in the given order."""
-        count = blocks.size
-        if self._lru_tail + count > self._lru_blocks.size:
-            self._compact_lru(count)
-        stamps = np.arange(self._clock, self._clock + count, dtype=np.int64)
-        self._clock += count
-        self._freed_at[blocks] = stamps
-        self._lru_blocks[self._lru_tail : self._lru_tail + count] = blocks
-        self._lru_stamps[self._lru_tail : self._lru_tail + count] = stamps
-        self._lru_tail += count
-        self._evictable += count
-
-    def _compact_lru(self, extra: int) -> None:
-        """Drop stale LRU entries, keeping order, and make room for `extra` more."""
-        start, stop = self._lru_head, self._lru_tail
-        live = self._live(start, stop)
-        blocks, stamps = self._lru_blocks[start:stop][live], self._lru_stamps[start:stop][live]
-        size = self._lru_blocks.size
-        while blocks.size + extra > size // 2:  # at most half full after compaction, so it stays amortized O(1)
-            size *= 2
-        self._lru_blocks = np.zeros(size, dtype=np.int64)
-        self._lru_stamps = np.zeros(size, dtype=np.int64)
-        self._lru_blocks[: blocks.size] = blocks
-        self._lru_stamps[: blocks.size] = stamps
-        self._lru_head, self._lru_tail = 0, blocks.size
-
-    def _evict(self, count: int) -> list[int]:
-        """Take the `count` least recently freed cached blocks out of the LRU (the caller checked they exist)."""
-        if count <= 2:  # a decode crossing a block boundary: look at the oldest entries one by one
-            taken = self._evict_few(count)
-            if taken is not None:
-                return taken
-        found: list[np.ndarray] = []
-        missing = count
-        while missing and self._lru_head < self._lru_tail:
-            start = self._lru_head
-            stop = min(self._lru_tail, start + max(4 * missing, 64))
-            live = np.flatnonzero(self._live(start, stop))[:missing]
-            found.append(self._lru_blocks[start + live])
-            missing -= live.size
-            self._lru_head = start + int(live[-1]) + 1 if missing == 0 else stop
-        if missing:
-            raise RuntimeError(f"KVCache: the LRU holds fewer than the {self._evictable} blocks it counts")
-        self._evictable -= count
-        return np.concatenate(found).tolist()
-
-    def _evict_few(self, count: int, look: int = 16) -> list[int] | None:
-        """`_evict` for a block or two, in plain Python; None if the oldest `look` entries hold too few live ones."""
-        head, stop = self._lru_head, min(self._lru_tail, self._lru_head + look)
-        blocks, stamps = self._lru_blocks, self._lru_stamps
-        taken: list[int] = []
-        for i in range(head, stop):
-            b = int(blocks[i])
-            if self._refs[b] == 0 and self._hashed[b] and self._freed_at[b] == stamps[i]:
-                taken.append(b)
-                if len(taken) == count:
-                    self._lru_head = i + 1
-                    self._evictable -= count
-                    return taken
-        return None
 
     def _ensure_size(self, size: int) -> None:
         """Grow an unlimited cache's per-block arrays to hold `size` blocks, doubling to amortize copies."""
         if size <= self._refs.size:
             return
         new_size = max(size, 2 * self._refs.size)
-        for name in ("_refs", "_hashed", "_freed_at", "_block_key"):
+        self._lru.grow(new_size)
+        for name in ("_refs", "_hashed", "_block_key"):
             old = getattr(self, name)
             grown = np.zeros(new_size, dtype=old.dtype)
             grown[: old.size] = old

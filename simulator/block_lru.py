@@ -1,0 +1,102 @@
+"""The free-cached blocks' LRU: a FIFO of (block, release stamp) entries in release order.
+
+Reviving or re-freeing a block leaves its old entry stale rather than searching for it, and eviction
+skips stale entries, so every operation is vectorized and O(1) per block; an OrderedDict costs ~10x
+more per block. An entry is live while its block is unreferenced, still hashed, and was last
+released at the entry's stamp; the cache passes its reference counts and hashed flags in.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+_FIRST_QUEUE_ENTRIES = 1024  # initial size of the entry arrays; they double as needed
+
+
+class BlockLRU:
+    """Free-cached blocks in least-recently-released order."""
+
+    def __init__(self, blocks: int) -> None:
+        self.freed_at = np.zeros(blocks, dtype=np.int64)  # the release stamp of each block's latest entry
+        self._blocks = np.zeros(_FIRST_QUEUE_ENTRIES, dtype=np.int64)
+        self._stamps = np.zeros(_FIRST_QUEUE_ENTRIES, dtype=np.int64)
+        self._head = self._tail = 0  # live entries lie in [head, tail)
+        self._clock = 0  # release stamps handed out so far
+        self.evictable = 0  # free-cached blocks (live entries); the cache lowers it when it revives blocks
+
+    def grow(self, blocks: int) -> None:
+        """Track `blocks` block ids (an unlimited cache makes new ones)."""
+        grown = np.zeros(blocks, dtype=np.int64)
+        grown[: self.freed_at.size] = self.freed_at
+        self.freed_at = grown
+
+    def _live(self, start: int, stop: int, refs: np.ndarray, hashed: np.ndarray) -> np.ndarray:
+        """Which entries in [start, stop) still stand for a free-cached block (the rest are stale)."""
+        blocks = self._blocks[start:stop]
+        return (refs[blocks] == 0) & hashed[blocks] & (self.freed_at[blocks] == self._stamps[start:stop])
+
+    def order(self, refs: np.ndarray, hashed: np.ndarray) -> tuple[int, ...]:
+        """Free-cached block ids, the next to be evicted first."""
+        live = self._live(self._head, self._tail, refs, hashed)
+        return tuple(self._blocks[self._head : self._tail][live].tolist())
+
+    def push(self, blocks: np.ndarray, refs: np.ndarray, hashed: np.ndarray) -> None:
+        """Append released blocks at the most recently used end, in the given order."""
+        count = blocks.size
+        if self._tail + count > self._blocks.size:
+            self._compact(count, refs, hashed)
+        stamps = np.arange(self._clock, self._clock + count, dtype=np.int64)
+        self._clock += count
+        self.freed_at[blocks] = stamps
+        self._blocks[self._tail : self._tail + count] = blocks
+        self._stamps[self._tail : self._tail + count] = stamps
+        self._tail += count
+        self.evictable += count
+
+    def _compact(self, extra: int, refs: np.ndarray, hashed: np.ndarray) -> None:
+        """Drop stale entries, keeping order, and make room for `extra` more."""
+        live = self._live(self._head, self._tail, refs, hashed)
+        blocks = self._blocks[self._head : self._tail][live]
+        stamps = self._stamps[self._head : self._tail][live]
+        size = self._blocks.size
+        while blocks.size + extra > size // 2:  # at most half full after compaction, so it stays amortized O(1)
+            size *= 2
+        self._blocks = np.zeros(size, dtype=np.int64)
+        self._stamps = np.zeros(size, dtype=np.int64)
+        self._blocks[: blocks.size] = blocks
+        self._stamps[: blocks.size] = stamps
+        self._head, self._tail = 0, blocks.size
+
+    def evict(self, count: int, refs: np.ndarray, hashed: np.ndarray) -> list[int]:
+        """Take the `count` least recently released live blocks out (the caller checked they exist)."""
+        if count <= 2:  # a decode crossing a block boundary: look at the oldest entries one by one
+            taken = self._evict_few(count, refs, hashed)
+            if taken is not None:
+                return taken
+        found: list[np.ndarray] = []
+        missing = count
+        while missing and self._head < self._tail:
+            start = self._head
+            stop = min(self._tail, start + max(4 * missing, 64))
+            live = np.flatnonzero(self._live(start, stop, refs, hashed))[:missing]
+            found.append(self._blocks[start + live])
+            missing -= live.size
+            self._head = start + int(live[-1]) + 1 if missing == 0 else stop
+        if missing:
+            raise RuntimeError(f"KVCache: the LRU holds fewer than the {self.evictable} blocks it counts")
+        self.evictable -= count
+        return np.concatenate(found).tolist()
+
+    def _evict_few(self, count: int, refs: np.ndarray, hashed: np.ndarray, look: int = 16) -> list[int] | None:
+        """`evict` for a block or two, in plain Python; None if the oldest `look` entries hold too few live ones."""
+        blocks, stamps, freed_at = self._blocks, self._stamps, self.freed_at
+        taken: list[int] = []
+        for i in range(self._head, min(self._tail, self._head + look)):
+            b = int(blocks[i])
+            if refs[b] == 0 and hashed[b] and freed_at[b] == stamps[i]:
+                taken.append(b)
+                if len(taken) == count:
+                    self._head = i + 1
+                    self.evictable -= count
+                    return taken
+        return None
