@@ -43,6 +43,7 @@ class _Memo:
     collectives: dict[tuple, tuple[str, float]] = field(default_factory=dict)  # by (op, payload, group)
     parts: dict[tuple, StepTime] = field(default_factory=dict)  # layer parts by signature and batch key
     signatures: tuple[dict[tuple, int], dict[tuple, int]] | None = None  # of the one deployment this memo serves
+    token_sums: dict[tuple[int, int], tuple[float, float]] = field(default_factory=dict)  # by (tokens, sampled)
 
 
 def time_plan(plan: StepPlan, fabric: Fabric, calib: Calibration, quickreduce: Codec | None = None,
@@ -98,17 +99,37 @@ def time_batch(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Cali
 def time_batch_s(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Calibration,
                  quickreduce: Codec | None = None, memo: _Memo | None = None,
                  round_tokens: Callable[[int], int] | None = None) -> float:
-    """`time_batch(...).total_s` without merging the per-family breakdowns (the serving loop's miss path)."""
-    parts, weights = _timed_parts(batch, deployment, fabric, calib, quickreduce, memo, round_tokens)
-    kernel_s = sum(w * p.kernel_s for p, w in zip(parts, weights, strict=True))
-    collective_s = sum(w * p.collective_s for p, w in zip(parts, weights, strict=True))
+    """`time_batch(...).total_s` without merging the per-family breakdowns (the serving loop's miss path).
+
+    The parts that depend on token counts alone are summed once per (tokens, sampled) pair, so a new
+    batch shape costs a few look-ups: that sum, and its prefill and decode mixer parts.
+    """
+    memo = memo if memo is not None else _Memo()
+    sampled = batch.sampled_tokens
+    t = batch.tokens if round_tokens is None else max(sampled, round_tokens(batch.tokens))
+    sums = memo.token_sums.get((t, sampled))
+    if sums is None:
+        parts, weights = _timed_parts(batch, deployment, fabric, calib, quickreduce, memo, round_tokens, "tokens")
+        sums = memo.token_sums[(t, sampled)] = _pair(parts, weights)
+    parts, weights = _timed_parts(batch, deployment, fabric, calib, quickreduce, memo, round_tokens, "sequences")
+    kernel_s, collective_s = _pair(parts, weights)
+    kernel_s, collective_s = kernel_s + sums[0], collective_s + sums[1]
     return max(kernel_s, collective_s) if deployment.options.overlap_collectives else kernel_s + collective_s
+
+
+def _pair(parts: list[StepTime], weights: list[int]) -> tuple[float, float]:
+    """(kernel seconds, collective seconds) of weighted parts."""
+    return (sum(w * p.kernel_s for p, w in zip(parts, weights, strict=True)),
+            sum(w * p.collective_s for p, w in zip(parts, weights, strict=True)))
 
 
 def _timed_parts(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Calibration,
                  quickreduce: Codec | None, memo: _Memo | None,
-                 round_tokens: Callable[[int], int] | None) -> tuple[list[StepTime], list[int]]:
-    """The step's parts (see `time_batch`), each timed once per memo, and how many layers repeat each."""
+                 round_tokens: Callable[[int], int] | None, which: str = "all") -> tuple[list[StepTime], list[int]]:
+    """The step's parts (see `time_batch`), each timed once per memo, and how many layers repeat each.
+
+    `which`: "all", "tokens" (the parts that depend on token counts alone) or "sequences" (the rest).
+    """
     from workloads import layers
 
     memo = memo if memo is not None else _Memo()
@@ -135,20 +156,25 @@ def _timed_parts(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Ca
     def around(b: Batch) -> tuple[Batch, tuple]:
         return b, (*layers.pre_stack_items(b, deployment), *layers.post_stack_items(b, deployment))
 
-    add(("stack", t), 1, lambda: around(by_tokens), lambda n: n not in layers.SAMPLED_ITEMS)
-    add(("sampled", sampled), 1, lambda: around(by_tokens if t == sampled else _with_tokens(sampled, sampled)),
-        layers.SAMPLED_ITEMS.__contains__)
-    chunks = tuple((c.tokens, c.cached) for c in batch.prefills)  # hashes faster than the chunk objects
-    mixed = batch.decodes or batch.verifies
+    tokens, seqs = which in ("all", "tokens"), which in ("all", "sequences")
+    if tokens:
+        add(("stack", t), 1, lambda: around(by_tokens), lambda n: n not in layers.SAMPLED_ITEMS)
+        add(("sampled", sampled), 1, lambda: around(by_tokens if t == sampled else _with_tokens(sampled, sampled)),
+            layers.SAMPLED_ITEMS.__contains__)
+    chunks = tuple((c.tokens, c.cached) for c in batch.prefills) if seqs else ()  # hashes faster than chunks
+    mixed = seqs and (batch.decodes or batch.verifies)
     for signature, weight in counts.items():
         kind, layer = signature[0], first[signature]
         if kind != "mixer":
-            maker = layers.input_items if kind == "input" else layers.ffn_items
-            add((*signature, t), weight, lambda m=maker, la=layer: (by_tokens, tuple(m(la, by_tokens, deployment))))
+            if tokens:
+                maker = layers.input_items if kind == "input" else layers.ffn_items
+                add((*signature, t), weight,
+                    lambda m=maker, la=layer: (by_tokens, tuple(m(la, by_tokens, deployment))))
             continue
-        add((*signature, "tokens", t), weight,
-            lambda la=layer: (by_tokens, tuple(layers.mixer_items(la, by_tokens, deployment))),
-            lambda n: n not in sequences)
+        if tokens:
+            add((*signature, "tokens", t), weight,
+                lambda la=layer: (by_tokens, tuple(layers.mixer_items(la, by_tokens, deployment))),
+                lambda n: n not in sequences)
         if chunks:
             add((*signature, "prefills", chunks), weight,
                 lambda la=layer: _only(la, Batch(prefills=batch.prefills), deployment),
