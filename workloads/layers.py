@@ -100,6 +100,11 @@ def post_stack_items(batch: Batch, d: Deployment) -> Iterator[StepItem]:
     yield _k(last, "sampling", _make(Elementwise, elements=sampled * vocab, inputs=1, ops_per_element=4, dtype="fp32"))
 
 
+# Whether a mixer's prefill and decode items read history lengths (cached prefix, decode contexts). The
+# KDA recurrence carries a fixed-size state, so its items depend on sequence counts and chunk sizes only;
+# the step cache then shares its parts across lengths (a test holds the parts to the full plan).
+READS_HISTORY = {Mixer.MLA: True, Mixer.GQA: True, Mixer.KDA: False}
+
 SAMPLED_ITEMS = frozenset({"lm_head", "logits", "sampling"})  # around the stack, by sampled positions only
 
 # Mixer items that depend on the batch's sequences (kinds, counts, lengths), not only on its token

@@ -175,14 +175,18 @@ def _timed_parts(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Ca
             add((*signature, "tokens", t), weight,
                 lambda la=layer: (by_tokens, tuple(layers.mixer_items(la, by_tokens, deployment))),
                 lambda n: n not in sequences)
+        history = layers.READS_HISTORY[signature[1]]
         if chunks:
-            add((*signature, "prefills", chunks), weight,
-                lambda la=layer: _only(la, Batch(prefills=batch.prefills), deployment),
+            pre = chunks if history else tuple((tokens, 0) for tokens, _ in chunks)
+            add((*signature, "prefills", pre), weight,
+                lambda la=layer, c=pre: _only(la, Batch(prefills=tuple(PrefillChunk(*x) for x in c)), deployment),
                 layers.PREFILL_ITEMS.__contains__)
         if mixed:
-            add((*signature, "decodes", batch.decodes, batch.verifies, batch.spec_depth), weight,
-                lambda la=layer: _only(la, Batch(decodes=batch.decodes, verifies=batch.verifies,
-                                                 spec_depth=batch.spec_depth), deployment),
+            dec, ver = (batch.decodes, batch.verifies) if history else ((0,) * len(batch.decodes),
+                                                                        (0,) * len(batch.verifies))
+            add((*signature, "decodes", dec, ver, batch.spec_depth), weight,
+                lambda la=layer, d=dec, v=ver: _only(la, Batch(decodes=d, verifies=v, spec_depth=batch.spec_depth),
+                                                     deployment),
                 layers.DECODE_ITEMS.__contains__)
     return parts, weights
 
