@@ -138,8 +138,14 @@ def _timed_parts(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Ca
     counts, first = memo.signatures
     sampled = batch.sampled_tokens
     t = batch.tokens if round_tokens is None else max(sampled, round_tokens(batch.tokens))
-    by_tokens = batch if t == batch.tokens else _with_tokens(t, sampled)
     sequences = layers.PREFILL_ITEMS | layers.DECODE_ITEMS
+    stand_in: list[Batch] = []
+
+    def by_tokens() -> Batch:
+        """The batch the token-count parts are timed on: built on the first miss only."""
+        if not stand_in:
+            stand_in.append(batch if t == batch.tokens else _with_tokens(t, sampled))
+        return stand_in[0]
     parts, weights = [], []
     get = memo.parts.get
 
@@ -158,8 +164,8 @@ def _timed_parts(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Ca
 
     tokens, seqs = which in ("all", "tokens"), which in ("all", "sequences")
     if tokens:
-        add(("stack", t), 1, lambda: around(by_tokens), lambda n: n not in layers.SAMPLED_ITEMS)
-        add(("sampled", sampled), 1, lambda: around(by_tokens if t == sampled else _with_tokens(sampled, sampled)),
+        add(("stack", t), 1, lambda: around(by_tokens()), lambda n: n not in layers.SAMPLED_ITEMS)
+        add(("sampled", sampled), 1, lambda: around(by_tokens() if t == sampled else _with_tokens(sampled, sampled)),
             layers.SAMPLED_ITEMS.__contains__)
     chunks = tuple((c.tokens, c.cached) for c in batch.prefills) if seqs else ()  # hashes faster than chunks
     mixed = seqs and (batch.decodes or batch.verifies)
@@ -169,11 +175,11 @@ def _timed_parts(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Ca
             if tokens:
                 maker = layers.input_items if kind == "input" else layers.ffn_items
                 add((*signature, t), weight,
-                    lambda m=maker, la=layer: (by_tokens, tuple(m(la, by_tokens, deployment))))
+                    lambda m=maker, la=layer: (by_tokens(), tuple(m(la, by_tokens(), deployment))))
             continue
         if tokens:
             add((*signature, "tokens", t), weight,
-                lambda la=layer: (by_tokens, tuple(layers.mixer_items(la, by_tokens, deployment))),
+                lambda la=layer: (by_tokens(), tuple(layers.mixer_items(la, by_tokens(), deployment))),
                 lambda n: n not in sequences)
         history = layers.READS_HISTORY[signature[1]]
         if chunks:
