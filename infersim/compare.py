@@ -61,8 +61,10 @@ def compare(base: Scenario, changes: Sequence[tuple[str, Scenario]],
     for name, scenario in changes:
         try:
             values = _values(run(scenario).summary)
-        except ValueError as err:
-            raise ScenarioError(f"{name}: {err}") from None
+        except ValueError as err:  # the change cannot serve this workload (say, prompts no longer fit): a result
+            results.append({"name": name, "error": str(err), "values": dict.fromkeys(METRICS),
+                            "delta_pct": dict.fromkeys(METRICS)})
+            continue
         results.append({"name": name, "values": values,
                         "delta_pct": {m: delta_pct(base_values[m], values[m]) for m in METRICS}})
     return {"base": {"name": base.name, "values": base_values}, "metrics": list(METRICS), "changes": results}
@@ -120,8 +122,13 @@ def table_layout(result: Mapping[str, Any]) -> dict[str, Any]:
             row = {"metric": metric, "base": _shown(metric, base_values[metric])}
             for change in group:
                 shown = _shown(metric, change["values"][metric])
-                row[change["name"]] = f"{shown} ({_signed(change['delta_pct'][metric])})"
+                row[change["name"]] = ("cannot run" if "error" in change
+                                       else f"{shown} ({_signed(change['delta_pct'][metric])})")
             rows.append(row)
+        failed = [change for change in group if "error" in change]
+        if failed:
+            rows.append({"metric": "error", "base": "-",
+                         **{c["name"]: c.get("error", "-") for c in group}})
         last = min(start + CHANGES_PER_TABLE, len(changes))
         layout[f"changes {start + 1}-{last} of {len(changes)}: value (delta vs base)"] = rows
     return layout

@@ -83,3 +83,15 @@ def test_bad_overlays_get_one_line_errors(capsys, tmp_path, overlay, message):
 def test_compare_needs_a_change():
     with pytest.raises(ScenarioError, match=r"at least one CHANGE\.yaml"):
         load_changes("default", [])
+
+
+def test_a_change_that_cannot_serve_the_workload_is_reported_not_fatal():
+    # aligned KDA checkpoints cost a 54 MB state per 128-token block: under this budget prompts no longer fit
+    sets = ["workload.sessions=4", "workload.turns_mean=2", "serving.gpu_memory_utilization=0.732"]
+    changes = [SCENARIO_DIR / "changes" / "align-kda-checkpoints.yaml", SCENARIO_DIR / "changes" / "drafts3.yaml"]
+    base, loaded = load_changes("default", changes, sets)
+    result = compare(base, loaded)
+    aligned, drafts = result["changes"]
+    assert "does not fit" in aligned["error"] or "more KV blocks" in aligned["error"]
+    assert aligned["values"]["total_tok_per_s_per_gpu"] is None
+    assert "error" not in drafts and drafts["values"]["spec_tokens_per_cycle"] > 2.9
