@@ -109,18 +109,23 @@ def _engine(env: simpy.Environment, state: _State, timer: StepTimer, kv: KVCache
             progress: Callable[[int, float], None] | None) -> Any:
     budget = config.budget
     depth = budget.spec_depth
+    sampler = config.acceptance.sampler(rng) if config.acceptance is not None else None
+    now = env.now  # the engine's clock: steps advance it here, and simpy's clock catches up at each wait
     while True:
-        _release(state, env.now, config)
+        _release(state, now, config)
         if not state.running and not state.waiting:
             if not state.pending:
+                yield env.timeout(now - env.now)
                 return
-            yield env.timeout(max(0.0, state.pending[0][0] - env.now))
+            yield env.timeout(max(now, state.pending[0][0]) - env.now)  # idle until the next arrival
+            now = env.now
             continue
-        decision = schedule(state.running, state.waiting, kv, budget, env.now)
+        decision = schedule(state.running, state.waiting, kv, budget, now)
         if not decision.prefills and not decision.decodes:
             if not state.pending:
                 raise ValueError("the scheduler can make no progress: a running request cannot grow its KV")
-            yield env.timeout(max(0.0, state.pending[0][0] - env.now))
+            yield env.timeout(max(now, state.pending[0][0]) - env.now)
+            now = env.now
             continue
         in_system = len(state.running) + len(state.waiting)
         decodes = len(decision.decodes)
@@ -136,20 +141,21 @@ def _engine(env: simpy.Environment, state: _State, timer: StepTimer, kv: KVCache
         if stored or loaded:
             copy_s = (stored + loaded) * config.offload_bytes_per_block / config.host_link_bytes_per_s
             step_s = max(step_s, copy_s) if config.offload_overlap else step_s + copy_s
-        start = env.now
-        yield env.timeout(step_s)
-        committed, cycles, spec_committed = _commit(env.now, state, decision, kv, config, rng, request_rows)
+        # Steps between waits run back to back: nothing else in the simulation moves while a step runs
+        # (arrivals sit in a heap the loop reads), so one simpy event per step would only cost time.
+        start, now = now, now + step_s
+        committed, cycles, spec_committed = _commit(now, state, decision, kv, config, sampler, request_rows)
         step_rows.append({
-            "start_s": start, "end_s": env.now,
+            "start_s": start, "end_s": now,
             "prefill_tokens": prefill_tokens,
             "decode_seqs": 0 if depth else decodes, "verify_seqs": decodes if depth else 0,
             "committed_tokens": committed, "spec_cycles": cycles, "spec_committed_tokens": spec_committed,
             "kv_blocks_used": kv.used_blocks, "kv_blocks_total": kv.capacity_blocks,
             "in_system": in_system,
-            "in_system_end": len(state.running) + len(state.waiting) + _arrived(state, env.now),
+            "in_system_end": len(state.running) + len(state.waiting) + _arrived(state, now),
         })
         if progress is not None:
-            progress(state.done, env.now)
+            progress(state.done, now)
 
 
 def _arrived(state: _State, now: float) -> int:
@@ -167,7 +173,7 @@ def _arrived(state: _State, now: float) -> int:
 
 
 def _commit(now: float, state: _State, decision: Any, kv: KVCache, config: EngineConfig,
-            rng: np.random.Generator, request_rows: list) -> tuple[int, int, int]:
+            sampler: Callable[[int], list[int]] | None, request_rows: list) -> tuple[int, int, int]:
     """Advance prefills, commit decode tokens, finish requests and release their sessions' next turns."""
     committed = cycles = spec_committed = 0
     finished: list[Sequence] = []
@@ -180,12 +186,8 @@ def _commit(now: float, state: _State, decision: Any, kv: KVCache, config: Engin
         if seq.generated >= seq.output_tokens:
             finished.append(seq)
     if decision.decodes:
-        if config.acceptance is not None:
-            draws = config.acceptance.sample_committed(rng, len(decision.decodes))
-        else:
-            draws = np.ones(len(decision.decodes), dtype=np.int64)
-        draws = draws.tolist()
-        if config.acceptance is not None:
+        draws = sampler(len(decision.decodes)) if sampler is not None else [1] * len(decision.decodes)
+        if sampler is not None:
             cycles, spec_committed = len(draws), sum(draws)
         for seq, draw in zip(decision.decodes, draws, strict=True):
             left = seq.output_tokens - seq.generated

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 import numpy as np
@@ -104,6 +104,25 @@ class Acceptance:
     def _negated_rates(self) -> np.ndarray:
         """-rates, ascending, for searchsorted (computed once: sampling runs every engine step)."""
         return -np.asarray(self.rates, dtype=np.float64)
+
+    def sampler(self, rng: np.random.Generator, block: int = 4096) -> Callable[[int], list[int]]:
+        """`sample_committed` for a serving loop: draws uniforms `block` at a time from `rng`.
+
+        The uniforms are taken from `rng` in the same order as successive `sample_committed` calls take
+        them, so the committed counts are identical; only the per-call overhead is shared.
+        """
+        negated = self._negated_rates
+        buffer, at = np.empty(0), 0
+
+        def draw(n: int) -> list[int]:
+            nonlocal buffer, at
+            if at + n > buffer.size:
+                buffer, at = np.concatenate((buffer[at:], rng.random(max(block, n)))), 0
+            u = buffer[at:at + n]
+            at += n
+            return (np.searchsorted(negated, -u, side="left") + 1).tolist()
+
+        return draw
 
     def sample_committed(self, rng: np.random.Generator, n: int) -> np.ndarray:
         """Committed tokens (1 + accepted drafts) of n independent cycles, drawn by inverse CDF on one uniform each."""

@@ -205,3 +205,12 @@ def test_useful_rate_rejects_bad_cycle(cycle_s):
 def test_breakeven_rejects_non_acceptance():
     with pytest.raises(ValueError, match="a_long"):
         breakeven_cycle_growth(THREE, (0.9, 0.7))
+
+
+def test_the_serving_loops_block_sampler_draws_what_successive_calls_draw():
+    acceptance = Acceptance((0.8, 0.55, 0.3))
+    sizes = [1, 7, 64, 3000, 5000, 2, 4096, 9000]  # crosses several 4096-value refills, and one larger request
+    one_by_one = np.random.default_rng(5)
+    expected = [acceptance.sample_committed(one_by_one, n).tolist() for n in sizes]
+    draw = acceptance.sampler(np.random.default_rng(5))
+    assert [draw(n) for n in sizes] == expected
