@@ -78,7 +78,7 @@ def schedule(running: list[Sequence], waiting: deque[Sequence], kv: KVCache, bud
     else:
         tokens_left = _schedule_decodes(running, waiting, kv, per_decode, tokens_left, decision)
     for seq in running:
-        if seq.prefilling and tokens_left > 0:
+        if seq.computed_tokens < seq.prefill_target and tokens_left > 0:  # prefilling (inlined: every step)
             chunk = min(seq.prefill_target - seq.computed_tokens, tokens_left)
             decision.prefills.append((seq, chunk))
             tokens_left -= chunk
