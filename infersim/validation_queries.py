@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
-_FAMILY_KEYS = ("rows", "held_out_rows", "median_abs_pct", "p90_abs_pct", "fitted_rows", "fitted_median_abs_pct")
+_FAMILY_KEYS = ("rows", "held_out_rows", "median_abs_pct", "p90_abs_pct", "median_signed_pct", "fitted_rows",
+                "fitted_median_abs_pct")
 
 
 def validate_query(hw: str, write_report: bool = False) -> dict[str, Any]:

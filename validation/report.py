@@ -71,7 +71,9 @@ def error_summary(rows: list[Comparison]) -> dict[str, dict[str, float]]:
         fitted = [abs(r.error) * 100 for r in members if r.fitted]
         entry: dict[str, float] = {"rows": len(members), "held_out_rows": len(held), "fitted_rows": len(fitted)}
         if held:
-            entry |= {"median_abs_pct": statistics.median(held), "p90_abs_pct": _p90(held)}
+            signed = statistics.median(r.error * 100 for r in members if not r.fitted)
+            entry |= {"median_abs_pct": statistics.median(held), "p90_abs_pct": _p90(held),
+                      "median_signed_pct": signed}  # < 0: the model predicts faster than measured
         if fitted:
             entry |= {"fitted_median_abs_pct": statistics.median(fitted), "fitted_p90_abs_pct": _p90(fitted)}
         out[name] = entry

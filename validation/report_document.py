@@ -44,12 +44,15 @@ def render_markdown(hw: str, rows: Sequence[Comparison]) -> str:
         "",
         "## Error per kernel family, held-out rows",
         "",
-        "| family | rows | held out | median abs error % | p90 abs error % |",
-        "| --- | ---: | ---: | ---: | ---: |",
+        "Signed median < 0: the model predicts the family faster than it runs (optimistic).",
+        "",
+        "| family | rows | held out | median abs error % | p90 abs error % | median signed error % |",
+        "| --- | ---: | ---: | ---: | ---: | ---: |",
     ]
     for name, s in summary.items():
+        signed = f"{s['median_signed_pct']:+.1f}" if "median_signed_pct" in s else "-"
         lines.append(f"| {name} | {int(s['rows'])} | {int(s['held_out_rows'])} | {_pct(s, 'median_abs_pct')} "
-                     f"| {_pct(s, 'p90_abs_pct')} |")
+                     f"| {_pct(s, 'p90_abs_pct')} | {signed} |")
     lines += ["", "## Rows used to fit constants", "", *[f"- {note}" for note in FITTED_NOTES], "",
               "| family | fitted rows | median abs error % | p90 abs error % |", "| --- | ---: | ---: | ---: |"]
     for name, s in summary.items():
