@@ -109,3 +109,18 @@ def test_token_count_parts_build_no_decode_kernels_the_options_forbid():
     k3 = Deployment(load_model("kimi-k3"), load_gpu("mi355x"), tp=8, options=KernelOptions(mla_num_splits=16))
     timer = StepTimer(k3, build_fabric(load_platform("mi355x-8"), k3.gpu), load_calibration("mi355x"))
     assert timer.cycle_time_s(Batch(prefills=(PrefillChunk(900, 0),), verifies=(5000,) * 3, spec_depth=2)) > 0
+
+
+def test_a_step_assembled_from_memoized_parts_is_the_same_float_as_timing_it():
+    # the serving loop's miss path: a new shape whose parts were all seen before builds no batch
+    k3 = Deployment(load_model("kimi-k3"), load_gpu("mi355x"), tp=8)
+    fabric, calib = build_fabric(load_platform("mi355x-8"), k3.gpu), load_calibration("mi355x")
+    timer = StepTimer(k3, fabric, calib)
+    seen = [((1, 2000, 30000), (0, 0), (20, 9000), 2), ((1, 2000, 500), (0, 0), (20, 4000), 2)]
+    for key in seen:
+        timer.cycle_time_s_of(key)
+    mixed = ((1, 2000, 30000), (0, 0), (20, 4000), 2)  # the first key's prefill with the second's verifies
+    assembled = timer._from_parts(mixed)
+    assert assembled is not None
+    assert assembled == StepTimer(k3, fabric, calib).cycle_time_s_of(mixed)  # timed from scratch: same float
+    assert timer._from_parts(((3, 5000, 100000), (0, 0), (7, 77777), 2)) is None  # unseen parts

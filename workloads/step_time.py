@@ -20,6 +20,7 @@ from workloads.codecs import Codec
 from workloads.collective_policy import collective_time
 from workloads.deployment import Deployment
 from workloads.kernel_base import KernelKind
+from workloads.model import Mixer
 from workloads.step import Batch, PrefillChunk, StepPlan
 
 
@@ -181,20 +182,38 @@ def _timed_parts(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Ca
             add((*signature, "tokens", t), weight,
                 lambda la=layer: (by_tokens(), tuple(layers.mixer_items(la, by_tokens(), deployment))),
                 lambda n: n not in sequences)
-        history = layers.READS_HISTORY[signature[1]]
-        if chunks:
-            pre = chunks if history else tuple((tokens, 0) for tokens, _ in chunks)
-            add((*signature, "prefills", pre), weight,
-                lambda la=layer, c=pre: _only(la, Batch(prefills=tuple(PrefillChunk(*x) for x in c)), deployment),
-                layers.PREFILL_ITEMS.__contains__)
-        if mixed:
-            dec, ver = (batch.decodes, batch.verifies) if history else ((0,) * len(batch.decodes),
-                                                                        (0,) * len(batch.verifies))
-            add((*signature, "decodes", dec, ver, batch.spec_depth), weight,
-                lambda la=layer, d=dec, v=ver: _only(la, Batch(decodes=d, verifies=v, spec_depth=batch.spec_depth),
+        pre_key, dec_key = _sequence_keys(signature, chunks, batch.decodes if mixed else (),
+                                          batch.verifies if mixed else (), batch.spec_depth)
+        if pre_key is not None:
+            add(pre_key, weight,
+                lambda la=layer, c=pre_key[3]: _only(la, Batch(prefills=tuple(PrefillChunk(*x) for x in c)),
                                                      deployment),
+                layers.PREFILL_ITEMS.__contains__)
+        if dec_key is not None:
+            add(dec_key, weight,
+                lambda la=layer, d=dec_key[3], v=dec_key[4]: _only(
+                    la, Batch(decodes=d, verifies=v, spec_depth=batch.spec_depth), deployment),
                 layers.DECODE_ITEMS.__contains__)
     return parts, weights
+
+
+def _sequence_keys(signature: tuple, chunks: tuple, decodes: tuple[int, ...], verifies: tuple[int, ...],
+                   depth: int) -> tuple[tuple | None, tuple | None]:
+    """Memo keys of a mixer's prefill part and decode part (None where the batch has none).
+
+    A mixer that reads no history (KDA) shares its parts across cached-prefix and context lengths.
+    """
+    from workloads.layers import READS_HISTORY
+
+    history = READS_HISTORY[Mixer(signature[1])]
+    pre_key = dec_key = None
+    if chunks:
+        pre_key = (*signature, "prefills", chunks if history else tuple((tokens, 0) for tokens, _ in chunks))
+    if decodes or verifies:
+        if not history:
+            decodes, verifies = (0,) * len(decodes), (0,) * len(verifies)
+        dec_key = (*signature, "decodes", decodes, verifies, depth)
+    return pre_key, dec_key
 
 
 def _representative(key: tuple) -> Batch:
@@ -230,7 +249,8 @@ def _layer_signatures(deployment: Deployment, attnres_sources) -> tuple[dict[tup
     counts: dict[tuple, int] = {}
     first: dict[tuple, int] = {}
     for layer in range(1, m.layers + 1):
-        for signature in (("input", attnres_sources(layer, deployment)), ("mixer", m.mixer(layer)),
+        # plain values, not enum members: part keys are hashed at every step-cache miss
+        for signature in (("input", attnres_sources(layer, deployment)), ("mixer", m.mixer(layer).value),
                           ("ffn", m.is_moe_layer(layer))):
             counts[signature] = counts.get(signature, 0) + 1
             first.setdefault(signature, layer)
@@ -326,14 +346,50 @@ class StepTimer:
         total = self._totals.get(key)
         if total is None:
             start = time.perf_counter()
-            total = self._totals[key] = time_batch_s(
-                _representative(key), self.deployment, self.fabric, self.calib, self.quickreduce, self._memo,
-                round_tokens=lambda t: _geometric(t, self.bucket_ratio))
+            total = self._from_parts(key)
+            if total is None:  # a part is new: time it (and the rest) through the representative batch
+                total = time_batch_s(_representative(key), self.deployment, self.fabric, self.calib,
+                                     self.quickreduce, self._memo,
+                                     round_tokens=lambda t: _geometric(t, self.bucket_ratio))
+            self._totals[key] = total
             self.misses += 1
             self.miss_wall_s += time.perf_counter() - start
         else:
             self.hits += 1
         return total
+
+    def _from_parts(self, key: tuple) -> float | None:
+        """`time_batch_s` of the key's representative batch from memoized parts alone; None if one is missing.
+
+        Same parts, same order of additions as `time_batch_s`, so the same float; but no batch is built.
+        """
+        memo = self._memo
+        if memo.signatures is None:
+            return None
+        (prefills, tok, cached), (decodes, decode_ctx), (verifies, verify_ctx), depth = key
+        tok = max(1, tok)
+        sampled = prefills + decodes + verifies * (depth + 1)
+        tokens = prefills * tok + decodes + verifies * (depth + 1)
+        sums = memo.token_sums.get((max(sampled, _geometric(tokens, self.bucket_ratio)), sampled))
+        if sums is None:
+            return None
+        chunks = ((tok, cached),) * prefills
+        dec, ver = (decode_ctx,) * decodes, (verify_ctx,) * verifies
+        kernel_s = collective_s = 0
+        counts = memo.signatures[0]
+        for signature, weight in counts.items():
+            if signature[0] != "mixer":
+                continue
+            for part_key in _sequence_keys(signature, chunks, dec, ver, depth):
+                if part_key is None:
+                    continue
+                part = memo.parts.get(part_key)
+                if part is None:
+                    return None
+                kernel_s += weight * part.kernel_s
+                collective_s += weight * part.collective_s
+        kernel_s, collective_s = kernel_s + sums[0], collective_s + sums[1]
+        return max(kernel_s, collective_s) if self.deployment.options.overlap_collectives else kernel_s + collective_s
 
     def cycle_time_s(self, batch: Batch, draft_steps: float = 0.0) -> float:
         """A step plus `draft_steps` decode steps of its verifying sequences (the drafter), in one cache look-up."""
