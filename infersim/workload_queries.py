@@ -18,7 +18,7 @@ from workloads.memory import plan_memory
 from workloads.model import load_model, model_names
 from workloads.params import active_matmul_params, count_params
 from workloads.step import Batch, PrefillChunk, build_step, parse_shape
-from workloads.step_time import StepTimer
+from workloads.step_cache import StepTimer
 
 
 def model_list() -> dict[str, Any]:

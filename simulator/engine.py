@@ -21,7 +21,7 @@ import simpy
 from simulator.kvcache import KVCache
 from simulator.scheduler import Budget, Sequence, schedule
 from simulator.specdecode import Acceptance
-from workloads.step_time import StepTimer
+from workloads.step_cache import StepTimer
 from workloads.traces import RequestStream
 
 

@@ -24,7 +24,7 @@ from workloads.codecs import Codec
 from workloads.deployment import Deployment
 from workloads.memory import plan_memory
 from workloads.model import Part, load_model
-from workloads.step_time import StepTimer
+from workloads.step_cache import StepTimer
 from workloads.trace_readers import read_trace
 from workloads.traces import AgenticConfig, RequestStream, agentic_stream, random_stream, theoretical_prefix_reuse
 

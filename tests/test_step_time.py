@@ -12,7 +12,8 @@ from hwmodels.spec import load_gpu, load_platform
 from workloads.deployment import Deployment, KernelOptions
 from workloads.model import load_model
 from workloads.step import Batch, PrefillChunk, build_step
-from workloads.step_time import StepTimer, time_plan
+from workloads.step_cache import StepTimer
+from workloads.step_time import time_plan
 
 GPU = load_gpu("h200")
 FABRIC = build_fabric(load_platform("h200-8"), GPU)

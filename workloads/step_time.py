@@ -1,4 +1,4 @@
-"""Time of one engine step: its kernels and collectives in order on every rank, cached by batch shape.
+"""Time of one engine step: its kernels and collectives in order on every rank, timed in memoized layer parts.
 
 Ranks are symmetric (the busiest DCP rank is the one modelled), so a collective starts when the
 modelled rank reaches it and no rank waits on a slower one. Collectives serialize with compute
@@ -8,8 +8,6 @@ longer of the two streams, the optimistic bound of a perfect overlap.
 
 from __future__ import annotations
 
-import math
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -37,7 +35,7 @@ class StepTime:
 
 
 @dataclass
-class _Memo:
+class StepMemo:
     """Times of kernels and collectives already costed: a step repeats the same shapes layer after layer."""
 
     kernels: dict[KernelKind, list[tuple[str, float]]] = field(default_factory=dict)
@@ -48,11 +46,11 @@ class _Memo:
 
 
 def time_plan(plan: StepPlan, fabric: Fabric, calib: Calibration, quickreduce: Codec | None = None,
-              memo: _Memo | None = None) -> StepTime:
+              memo: StepMemo | None = None) -> StepTime:
     """Every kernel launch and collective of a step plan, timed and summed per family."""
     d = plan.deployment
     mode = d.options.launch
-    memo = memo if memo is not None else _Memo()
+    memo = memo if memo is not None else StepMemo()
     by_family: dict[str, float] = {}
     by_collective: dict[str, float] = {}
     kernel_s = collective_s = 0.0
@@ -82,7 +80,7 @@ def time_plan(plan: StepPlan, fabric: Fabric, calib: Calibration, quickreduce: C
 
 
 def time_batch(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Calibration,
-               quickreduce: Codec | None = None, memo: _Memo | None = None,
+               quickreduce: Codec | None = None, memo: StepMemo | None = None,
                round_tokens: Callable[[int], int] | None = None) -> StepTime:
     """The time of `batch` without listing every layer: layer parts with the same signature cost the same.
 
@@ -98,14 +96,14 @@ def time_batch(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Cali
 
 
 def time_batch_s(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Calibration,
-                 quickreduce: Codec | None = None, memo: _Memo | None = None,
+                 quickreduce: Codec | None = None, memo: StepMemo | None = None,
                  round_tokens: Callable[[int], int] | None = None) -> float:
     """`time_batch(...).total_s` without merging the per-family breakdowns (the serving loop's miss path).
 
     The parts that depend on token counts alone are summed once per (tokens, sampled) pair, so a new
     batch shape costs a few look-ups: that sum, and its prefill and decode mixer parts.
     """
-    memo = memo if memo is not None else _Memo()
+    memo = memo if memo is not None else StepMemo()
     sampled = batch.sampled_tokens
     t = batch.tokens if round_tokens is None else max(sampled, round_tokens(batch.tokens))
     sums = memo.token_sums.get((t, sampled))
@@ -125,7 +123,7 @@ def _pair(parts: list[StepTime], weights: list[int]) -> tuple[float, float]:
 
 
 def _timed_parts(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Calibration,
-                 quickreduce: Codec | None, memo: _Memo | None,
+                 quickreduce: Codec | None, memo: StepMemo | None,
                  round_tokens: Callable[[int], int] | None, which: str = "all") -> tuple[list[StepTime], list[int]]:
     """The step's parts (see `time_batch`), each timed once per memo, and how many layers repeat each.
 
@@ -133,7 +131,7 @@ def _timed_parts(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Ca
     """
     from workloads import layers
 
-    memo = memo if memo is not None else _Memo()
+    memo = memo if memo is not None else StepMemo()
     if memo.signatures is None:
         memo.signatures = _layer_signatures(deployment, layers.attnres_sources)
     counts, first = memo.signatures
@@ -182,7 +180,7 @@ def _timed_parts(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Ca
             add((*signature, "tokens", t), weight,
                 lambda la=layer: (by_tokens(), tuple(layers.mixer_items(la, by_tokens(), deployment))),
                 lambda n: n not in sequences)
-        pre_key, dec_key = _sequence_keys(signature, chunks, batch.decodes if mixed else (),
+        pre_key, dec_key = sequence_part_keys(signature, chunks, batch.decodes if mixed else (),
                                           batch.verifies if mixed else (), batch.spec_depth)
         if pre_key is not None:
             add(pre_key, weight,
@@ -197,7 +195,7 @@ def _timed_parts(batch: Batch, deployment: Deployment, fabric: Fabric, calib: Ca
     return parts, weights
 
 
-def _sequence_keys(signature: tuple, chunks: tuple, decodes: tuple[int, ...], verifies: tuple[int, ...],
+def sequence_part_keys(signature: tuple, chunks: tuple, decodes: tuple[int, ...], verifies: tuple[int, ...],
                    depth: int) -> tuple[tuple | None, tuple | None]:
     """Memo keys of a mixer's prefill part and decode part (None where the batch has none).
 
@@ -214,17 +212,6 @@ def _sequence_keys(signature: tuple, chunks: tuple, decodes: tuple[int, ...], ve
             decodes, verifies = (0,) * len(decodes), (0,) * len(verifies)
         dec_key = (*signature, "decodes", decodes, verifies, depth)
     return pre_key, dec_key
-
-
-def _representative(key: tuple) -> Batch:
-    """The batch a step-cache key stands for: every sequence of a kind at the kind's bucketed mean."""
-    prefills, decodes, verifies, depth = key
-    return Batch(
-        prefills=(PrefillChunk(max(1, prefills[1]), prefills[2]),) * prefills[0],
-        decodes=(decodes[1],) * decodes[0],
-        verifies=(verifies[1],) * verifies[0],
-        spec_depth=depth,
-    )
 
 
 def _only(layer: int, batch: Batch, deployment: Deployment) -> tuple[Batch, tuple]:
@@ -270,145 +257,3 @@ def _combine(parts: list[StepTime], weights: list[int], deployment: Deployment) 
     launches = sum(w * p.kernel_launches for p, w in zip(parts, weights, strict=True))
     total = max(kernel_s, collective_s) if deployment.options.overlap_collectives else kernel_s + collective_s
     return StepTime(total, kernel_s, collective_s, by_family, by_collective, launches)
-
-
-def _geometric(value: float, ratio: float) -> int:
-    """`value` rounded to the nearest power of `ratio` (exact up to 64): a relative error of at most ~ratio/2."""
-    if value <= 64:
-        return round(value)
-    return round(ratio ** round(math.log(value) / math.log(ratio)))
-
-
-@dataclass
-class StepTimer:
-    """Step times of one deployment, cached by a bucketed batch shape so the serving loop stays fast.
-
-    The key keeps the counts of prefills, decodes and verifies exactly and rounds their mean token
-    counts and context lengths to the nearest power of `bucket_ratio` (1.04: within about 2%), which
-    is how the step model aggregates them anyway; steps whose rounded shapes agree share one time.
-    The hit count, miss count and the wall seconds spent on misses are kept for the benchmark report.
-    """
-
-    deployment: Deployment
-    fabric: Fabric
-    calib: Calibration
-    quickreduce: Codec | None = None
-    bucket_ratio: float = 1.04
-    hits: int = 0
-    misses: int = 0
-    miss_wall_s: float = 0.0
-    _cache: dict[tuple, StepTime] = field(default_factory=dict, repr=False)
-    _memo: _Memo = field(default_factory=_Memo, repr=False)
-    _cycles: dict[tuple, float] = field(default_factory=dict, repr=False)
-    _totals: dict[tuple, float] = field(default_factory=dict, repr=False)
-
-    def key(self, batch: Batch) -> tuple:
-        """The bucketed shape of a batch: what a cached step time is looked up by."""
-        return self.shape_key(len(batch.prefills), sum(c.tokens for c in batch.prefills),
-                              sum(c.cached for c in batch.prefills), len(batch.decodes), sum(batch.decodes),
-                              len(batch.verifies), sum(batch.verifies), batch.spec_depth)
-
-    def shape_key(self, prefills: int, prefill_tokens: int, prefill_cached: int, decodes: int, decode_context: int,
-                  verifies: int, verify_context: int, depth: int) -> tuple:
-        """`key` from a batch's counts and sums (tokens, cached tokens, context tokens), without the batch."""
-        r = self.bucket_ratio
-        return ((prefills, _geometric(prefill_tokens / max(1, prefills), r),
-                 _geometric(prefill_cached / max(1, prefills), r)),
-                (decodes, _geometric(decode_context / max(1, decodes), r)),
-                (verifies, _geometric(verify_context / max(1, verifies), r)), depth)
-
-    def step_time(self, batch: Batch) -> StepTime:
-        """The step's time: a dict lookup on a hit, the full kernel list on a miss."""
-        return self._step_time(self.key(batch))
-
-    def _step_time(self, key: tuple) -> StepTime:
-        cached = self._cache.get(key)
-        if cached is not None:
-            self.hits += 1
-            return cached
-        start = time.perf_counter()
-        result = time_batch(_representative(key), self.deployment, self.fabric, self.calib, self.quickreduce,
-                            self._memo, round_tokens=lambda t: _geometric(t, self.bucket_ratio))
-        self._cache[key] = result
-        self.misses += 1
-        self.miss_wall_s += time.perf_counter() - start
-        return result
-
-    def step_time_s(self, batch: Batch) -> float:
-        return self.step_time(batch).total_s
-
-    def _total_s(self, key: tuple) -> float:
-        """`_step_time(key).total_s`, without building the step's breakdown."""
-        found = self._cache.get(key)
-        if found is not None:
-            self.hits += 1
-            return found.total_s
-        total = self._totals.get(key)
-        if total is None:
-            start = time.perf_counter()
-            total = self._from_parts(key)
-            if total is None:  # a part is new: time it (and the rest) through the representative batch
-                total = time_batch_s(_representative(key), self.deployment, self.fabric, self.calib,
-                                     self.quickreduce, self._memo,
-                                     round_tokens=lambda t: _geometric(t, self.bucket_ratio))
-            self._totals[key] = total
-            self.misses += 1
-            self.miss_wall_s += time.perf_counter() - start
-        else:
-            self.hits += 1
-        return total
-
-    def _from_parts(self, key: tuple) -> float | None:
-        """`time_batch_s` of the key's representative batch from memoized parts alone; None if one is missing.
-
-        Same parts, same order of additions as `time_batch_s`, so the same float; but no batch is built.
-        """
-        memo = self._memo
-        if memo.signatures is None:
-            return None
-        (prefills, tok, cached), (decodes, decode_ctx), (verifies, verify_ctx), depth = key
-        tok = max(1, tok)
-        sampled = prefills + decodes + verifies * (depth + 1)
-        tokens = prefills * tok + decodes + verifies * (depth + 1)
-        sums = memo.token_sums.get((max(sampled, _geometric(tokens, self.bucket_ratio)), sampled))
-        if sums is None:
-            return None
-        chunks = ((tok, cached),) * prefills
-        dec, ver = (decode_ctx,) * decodes, (verify_ctx,) * verifies
-        kernel_s = collective_s = 0
-        counts = memo.signatures[0]
-        for signature, weight in counts.items():
-            if signature[0] != "mixer":
-                continue
-            for part_key in _sequence_keys(signature, chunks, dec, ver, depth):
-                if part_key is None:
-                    continue
-                part = memo.parts.get(part_key)
-                if part is None:
-                    return None
-                kernel_s += weight * part.kernel_s
-                collective_s += weight * part.collective_s
-        kernel_s, collective_s = kernel_s + sums[0], collective_s + sums[1]
-        return max(kernel_s, collective_s) if self.deployment.options.overlap_collectives else kernel_s + collective_s
-
-    def cycle_time_s(self, batch: Batch, draft_steps: float = 0.0) -> float:
-        """A step plus `draft_steps` decode steps of its verifying sequences (the drafter), in one cache look-up."""
-        return self.cycle_time_s_of(self.key(batch), draft_steps)
-
-    def cycle_time_s_of(self, key: tuple, draft_steps: float = 0.0) -> float:
-        """`cycle_time_s` of a `key` or `shape_key` result (the serving loop builds no Batch on a hit)."""
-        total = self._cycles.get((key, draft_steps))
-        if total is None:
-            total = self._total_s(key)
-            verifies = key[2]
-            if draft_steps and verifies[0]:  # the drafter decodes the verifying sequences
-                total += draft_steps * self._total_s(((0, 0, 0), verifies, (0, 0), 0))
-            self._cycles[(key, draft_steps)] = total
-        else:
-            self.hits += 1
-        return total
-
-    @property
-    def hit_rate(self) -> float:
-        looked_up = self.hits + self.misses
-        return self.hits / looked_up if looked_up else 0.0
