@@ -11,9 +11,9 @@ from hwmodels.interconnect import build_fabric
 from hwmodels.roofline import LaunchMode
 from hwmodels.spec import load_gpu, load_platform, spec_names
 from hwmodels.units import parse_size_bytes
+from simulator.cost.collective_algorithms import Algorithm
+from simulator.cost.collective_policy import collective_time, select_allreduce
 from workloads.codecs import Codec
-from workloads.collective_algorithms import Algorithm
-from workloads.collective_policy import collective_time, select_allreduce
 from workloads.collectives import Collective, CollectiveOp
 
 

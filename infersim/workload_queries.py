@@ -12,13 +12,13 @@ from hwmodels.calibration import load_calibration
 from hwmodels.interconnect import build_fabric
 from hwmodels.spec import load_gpu, load_platform
 from infersim.queries import from_strings
+from simulator.cost.step_cache import StepTimer
 from workloads.codecs import Codec
 from workloads.deployment import Deployment, KernelOptions
 from workloads.memory import plan_memory
 from workloads.model import load_model, model_names
 from workloads.params import active_matmul_params, count_params
 from workloads.step import Batch, PrefillChunk, build_step, parse_shape
-from workloads.step_cache import StepTimer
 
 
 def model_list() -> dict[str, Any]:

@@ -18,10 +18,10 @@ from typing import Any
 import numpy as np
 import simpy
 
+from simulator.cost.step_cache import StepTimer
 from simulator.kvcache import KVCache
 from simulator.scheduler import Budget, Sequence, schedule
 from simulator.specdecode import Acceptance
-from workloads.step_cache import StepTimer
 from workloads.traces import RequestStream
 
 

@@ -13,6 +13,7 @@ from hwmodels.calibration import load_calibration
 from hwmodels.dtypes import Dtype
 from hwmodels.interconnect import PCIE_EFFICIENCY, build_fabric
 from hwmodels.spec import load_gpu, load_platform
+from simulator.cost.step_cache import StepTimer
 from simulator.engine import EngineConfig, simulate_stream, wall_clock
 from simulator.kvcache import KVCache
 from simulator.metrics import request_rows_to_frame, step_rows_to_frame, summarize
@@ -24,7 +25,6 @@ from workloads.codecs import Codec
 from workloads.deployment import Deployment
 from workloads.memory import plan_memory
 from workloads.model import Part, load_model
-from workloads.step_cache import StepTimer
 from workloads.trace_readers import read_trace
 from workloads.traces import AgenticConfig, RequestStream, agentic_stream, random_stream, theoretical_prefix_reuse
 

@@ -7,9 +7,9 @@ import pytest
 from hwmodels.calibration import load_calibration
 from hwmodels.interconnect import Link, Transfer, build_fabric, fair_rates, gpu_node, transfer_finish_s
 from hwmodels.spec import load_gpu, load_platform
+from simulator.cost.collective_algorithms import Algorithm, allreduce_phases, gather_phases, wire_bytes_per_rank
+from simulator.cost.collective_policy import collective_time, quickreduce_min_bytes, select_allreduce
 from workloads.codecs import Codec
-from workloads.collective_algorithms import Algorithm, allreduce_phases, gather_phases, wire_bytes_per_rank
-from workloads.collective_policy import collective_time, quickreduce_min_bytes, select_allreduce
 from workloads.collectives import Collective, CollectiveOp
 
 MI355X, H200 = load_gpu("mi355x"), load_gpu("h200")

@@ -9,11 +9,11 @@ import pytest
 from hwmodels.calibration import load_calibration
 from hwmodels.interconnect import build_fabric
 from hwmodels.spec import load_gpu, load_platform
+from simulator.cost.step_cache import StepTimer
+from simulator.cost.step_time import time_plan
 from workloads.deployment import Deployment, KernelOptions
 from workloads.model import load_model
 from workloads.step import Batch, PrefillChunk, build_step
-from workloads.step_cache import StepTimer
-from workloads.step_time import time_plan
 
 GPU = load_gpu("h200")
 FABRIC = build_fabric(load_platform("h200-8"), GPU)
@@ -67,7 +67,7 @@ SPEC = Batch(prefills=(PrefillChunk(64, 100),), verifies=(4000, 12000), spec_dep
 @pytest.mark.parametrize("batch", [MIXED, SPEC], ids=["mixed", "spec"])
 def test_layer_parts_sum_to_the_full_plan_for_every_mixer(model, gpu, tp, dcp, batch):
     # the part split (token-count parts, prefill and decode mixer parts) must lose and double nothing
-    from workloads.step_time import time_batch
+    from simulator.cost.step_time import time_batch
 
     d = Deployment(load_model(model), load_gpu(gpu), tp=tp, dcp=dcp)
     platform = {"h200": "h200-8", "mi355x": "mi355x-8", "b200": "b200-8"}[gpu]
@@ -81,7 +81,7 @@ def test_layer_parts_sum_to_the_full_plan_for_every_mixer(model, gpu, tp, dcp, b
 
 
 def test_grouping_layers_by_signature_gives_the_full_plan_time():
-    from workloads.step_time import time_batch
+    from simulator.cost.step_time import time_batch
 
     k3 = Deployment(load_model("kimi-k3"), load_gpu("mi355x"), tp=8)
     fabric, calib = build_fabric(load_platform("mi355x-8"), k3.gpu), load_calibration("mi355x")

@@ -28,8 +28,8 @@ from hwmodels.interconnect import build_fabric
 from hwmodels.library import LIBRARY_DIR, CollectiveLibrary
 from hwmodels.roofline import LaunchMode, launch_overhead_s
 from hwmodels.spec import load_gpu, load_platform
+from simulator.cost.collective_algorithms import ring_time
 from validation.measure_output import write_text_atomic
-from workloads.collective_algorithms import ring_time
 from workloads.collectives import CollectiveOp
 
 DATA = {"h200-2": Path(__file__).parent / "data" / "h200x2" / "collectives_nccl.csv"}

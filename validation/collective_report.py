@@ -15,10 +15,10 @@ from hwmodels.calibration import load_calibration
 from hwmodels.interconnect import build_fabric
 from hwmodels.roofline import LaunchMode
 from hwmodels.spec import load_gpu, load_platform
+from simulator.cost.collective_algorithms import Algorithm
+from simulator.cost.collective_policy import collective_time
 from validation.comparison import Comparison
 from workloads.codecs import Codec
-from workloads.collective_algorithms import Algorithm
-from workloads.collective_policy import collective_time
 from workloads.collectives import Collective, CollectiveOp
 
 DATA_DIR = Path(__file__).parent / "data"

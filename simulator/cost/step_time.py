@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from hwmodels.calibration import Calibration
 from hwmodels.interconnect import Fabric
 from hwmodels.roofline import kernel_time
+from simulator.cost.collective_policy import collective_time
 from workloads.codecs import Codec
-from workloads.collective_policy import collective_time
 from workloads.deployment import Deployment
 from workloads.kernel_base import KernelKind
 from workloads.model import Mixer

@@ -1,7 +1,7 @@
 """The step-time cache of the serving loop: steps keyed by a bucketed shape, timed from memoized parts.
 
 The key keeps the counts of prefills, decodes and verifies exactly and rounds their mean token counts
-and context lengths to the nearest power of `bucket_ratio`; `workloads.step_time` computes the times.
+and context lengths to the nearest power of `bucket_ratio`; `simulator.cost.step_time` computes the times.
 """
 
 from __future__ import annotations
@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 from hwmodels.calibration import Calibration
 from hwmodels.interconnect import Fabric
+from simulator.cost.step_time import StepMemo, StepTime, sequence_part_keys, time_batch, time_batch_s
 from workloads.codecs import Codec
 from workloads.deployment import Deployment
 from workloads.step import Batch, PrefillChunk
-from workloads.step_time import StepMemo, StepTime, sequence_part_keys, time_batch, time_batch_s
 
 
 def _representative(key: tuple) -> Batch:

@@ -18,8 +18,7 @@ from hwmodels.interconnect import Fabric
 from hwmodels.library import load_library
 from hwmodels.roofline import LaunchMode, launch_overhead_s
 from hwmodels.spec import GPU, Topology, Vendor
-from workloads.codecs import Codec
-from workloads.collective_algorithms import (
+from simulator.cost.collective_algorithms import (
     Algorithm,
     CollectiveTime,
     allreduce_phases,
@@ -27,6 +26,7 @@ from workloads.collective_algorithms import (
     phases_time,
     ring_time,
 )
+from workloads.codecs import Codec
 from workloads.collectives import Collective, CollectiveOp
 
 MiB = 2**20
