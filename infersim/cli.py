@@ -31,7 +31,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", dest="sets",
                      help="one scenario value, e.g. --set parallel.dcp=8")
     run.add_argument("--out", default=None, metavar="DIR",
-                     help="write summary.json, requests.csv, steps.csv and report.html here")
+                     help="write summary.json, requests.csv, steps.csv, report.html and scenario.yaml here")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
 
     comp = sub.add_parser("compare", help="predict design changes: each overlay on a base, deltas in %%")
@@ -202,12 +202,19 @@ def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     from infersim.progress import run_with_progress
     from simulator.scenario import load_scenario
 
+    if args.out is not None:
+        from infersim.outputs import check_out_dir
+
+        check_out_dir(args.out)  # fail before simulating, not after
     scenario = load_scenario(args.scenario, args.overlay, args.sets)
     result = run_with_progress(scenario)
-    if args.out:
+    if args.out is not None:
         from infersim.outputs import write_outputs
 
-        written = write_outputs(result, args.out)
+        try:
+            written = write_outputs(result, args.out)
+        except OSError as err:
+            raise UserError(f"--out {args.out}: cannot write: {err.strerror or err}") from None
         print(f"infersim: wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
     return result.summary, f"infersim run: {scenario.name}"
 

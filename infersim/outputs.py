@@ -1,4 +1,5 @@
-"""What `infersim run --out DIR` writes: summary.json, requests.csv, steps.csv and report.html, each atomically."""
+"""What `infersim run --out DIR` writes: summary.json, requests.csv, steps.csv, report.html and the resolved
+scenario.yaml (`infersim run DIR/scenario.yaml` reproduces the run), each atomically."""
 
 from __future__ import annotations
 
@@ -27,20 +28,64 @@ def atomic_write(path: Path, write: Callable[[str], None]) -> None:
             os.unlink(tmp)
 
 
-def write_outputs(result: SimulationResult, out_dir: str | Path) -> list[Path]:
-    """The run's files under `out_dir` (created if missing); returns their paths."""
+OUTPUT_NAMES = ("summary.json", "requests.csv", "steps.csv", "report.html", "scenario.yaml")
+
+
+def check_out_dir(out_dir: str | Path) -> Path:
+    """`out_dir` as a Path if it is or can become a folder; a ValueError naming it otherwise (checked before a run)."""
+    if str(out_dir) == "":
+        raise ValueError("--out needs a folder name, got ''")
     out = Path(out_dir)
+    if out.exists() and not out.is_dir():
+        raise ValueError(f"--out {out}: exists and is not a folder")
+    parent = out.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if parent.exists() and not parent.is_dir():
+        raise ValueError(f"--out {out}: {parent} is not a folder")
+    return out
+
+
+def scenario_yaml(scenario: Any) -> str:
+    """The resolved scenario as YAML: every key, so that `infersim run` of this file reproduces the run."""
+    import yaml
+
+    from simulator.scenario import to_mapping
+
+    header = ("# The resolved scenario of an infersim run, overlays and --set applied.\n"
+              "# `infersim run` of this file repeats the run.\n")
+    return header + yaml.safe_dump(to_mapping(scenario), sort_keys=False, allow_unicode=True)
+
+
+def write_outputs(result: SimulationResult, out_dir: str | Path) -> list[Path]:
+    """The run's files under `out_dir` (created if missing); returns their paths.
+
+    Every file's text is made before the first is written, so a failure leaves nothing behind; each file is then
+    written atomically."""
+    out = check_out_dir(out_dir)
+    texts = {
+        "summary.json": json.dumps(result.summary, indent=2, allow_nan=False) + "\n",
+        "requests.csv": result.requests.to_csv(index=False),
+        "steps.csv": result.steps.to_csv(index=False),
+        "report.html": report_figure(result).to_html(include_plotlyjs=True, full_html=True),
+        "scenario.yaml": scenario_yaml(result.scenario),
+    }
     out.mkdir(parents=True, exist_ok=True)
-    paths = {name: out / name for name in ("summary.json", "requests.csv", "steps.csv", "report.html")}
+    paths = [out / name for name in OUTPUT_NAMES]
+    for path in paths:
+        atomic_write(path, lambda tmp, text=texts[path.name]: Path(tmp).write_text(text, encoding="utf-8"))
+    return paths
 
-    def summary(tmp: str) -> None:
-        Path(tmp).write_text(json.dumps(result.summary, indent=2, allow_nan=False) + "\n")
 
-    atomic_write(paths["summary.json"], summary)
-    atomic_write(paths["requests.csv"], lambda tmp: result.requests.to_csv(tmp, index=False))
-    atomic_write(paths["steps.csv"], lambda tmp: result.steps.to_csv(tmp, index=False))
-    atomic_write(paths["report.html"], lambda tmp: report_figure(result).write_html(tmp, include_plotlyjs=True))
-    return list(paths.values())
+# (row, col) of each report panel -> (x-axis title, y-axis title), each with its unit.
+AXIS_TITLES = {
+    (1, 1): ("TTFT (s)", "share of requests (CDF, 0-1)"),
+    (1, 2): ("TPOT (s)", "share of requests (CDF, 0-1)"),
+    (2, 1): ("simulated time (s)", "output throughput (tokens/s)"),
+    (2, 2): ("simulated time (s)", "per step (sequences; prefill in k tokens)"),
+    (3, 1): ("simulated time (s)", "KV blocks in use (share of total, 0-1)"),
+    (3, 2): ("cached share of prompt (0-1)", "requests (count)"),
+}
 
 
 def report_figure(result: SimulationResult) -> Any:
@@ -58,7 +103,6 @@ def report_figure(result: SimulationResult) -> Any:
         ordered = np.sort(values.to_numpy())
         cdf = np.arange(1, len(ordered) + 1) / max(1, len(ordered))
         figure.add_scatter(x=ordered, y=cdf, name=name, row=1, col=col)
-        figure.update_xaxes(title_text=name, row=1, col=col)
     if len(steps):
         window = max(1.0, float(steps["end_s"].max()) / 100)
         bins = (steps["end_s"] // window) * window
@@ -73,5 +117,8 @@ def report_figure(result: SimulationResult) -> Any:
     if len(requests):
         figure.add_histogram(x=requests["cached_tokens"] / requests["prompt_tokens"].clip(lower=1),
                              name="cached share of prompt", row=3, col=2)
+    for (row, col), (x_title, y_title) in AXIS_TITLES.items():
+        figure.update_xaxes(title_text=x_title, row=row, col=col)
+        figure.update_yaxes(title_text=y_title, row=row, col=col)
     figure.update_layout(title=f"infersim run: {result.scenario.name}", height=1100, showlegend=True)
     return figure

@@ -249,3 +249,21 @@ def load_scenario(path: str | Path | None = None, overlays: list[str | Path] = (
         raw = deep_merge(raw, read_scenario_file(overlay))
     raw = deep_merge(raw, parse_set(list(sets)))
     return build(Scenario, raw)
+
+
+def to_mapping(scenario: Any) -> dict[str, Any]:
+    """A scenario (or any of its sections) as plain YAML-ready values: every field, enums as their values,
+    tuples as lists, mappings as dicts; `build(Scenario, to_mapping(s)) == s`."""
+
+    def plain(value: Any) -> Any:
+        if dataclasses.is_dataclass(value) and not isinstance(value, type):
+            return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        if isinstance(value, Enum):
+            return value.value
+        if isinstance(value, tuple | list):
+            return [plain(v) for v in value]
+        if isinstance(value, Mapping):
+            return {str(k): plain(v) for k, v in value.items()}
+        return value
+
+    return plain(scenario)

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
+import yaml
 
 from infersim.cli import main
+from simulator.scenario import SCENARIO_DIR, Scenario, build, load_scenario, to_mapping
 
 SUMMARY_KEYS = {
     "requests_completed", "simulated_s", "wall_s", "sim_speedup", "gpus", "ttft_s", "tpot_s", "itl_s",
@@ -25,7 +28,7 @@ def test_run_json_reports_every_summary_key_and_writes_its_files(capsys, tmp_pat
     assert summary["gpus"] == 8 and summary["requests_completed"] > 0
     assert summary["tokens_per_dollar"] == pytest.approx(summary["total_tok_per_s_per_gpu"] * 3600 / 1.50)
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["report.html", "requests.csv", "steps.csv", "summary.json"]
+    assert names == ["report.html", "requests.csv", "scenario.yaml", "steps.csv", "summary.json"]
     assert json.loads((tmp_path / "summary.json").read_text())["requests_completed"] == summary["requests_completed"]
 
 
@@ -54,3 +57,47 @@ def test_a_malformed_scenario_file_is_named(capsys, tmp_path):
     bad.write_text("serving: [1, 2\n")
     assert main(["run", str(bad)]) == 2
     assert "bad.yaml: line" in capsys.readouterr().err
+
+
+def test_the_written_scenario_reproduces_the_run_bit_for_bit(capsys, tmp_path):
+    first, second = tmp_path / "first", tmp_path / "second"
+    change = SCENARIO_DIR / "changes" / "mla-pad-split.yaml"
+    assert main(["run", *QUICK, "--overlay", str(change), "--set", "spec_decode.acceptance_rates=[0.8, 0.5]",
+                 "--json", "--out", str(first)]) == 0
+    written = yaml.safe_load((first / "scenario.yaml").read_text())
+    assert written["spec_decode"]["acceptance_rates"] == [0.8, 0.5]  # a tuple as a list
+    assert written["kernels"]["launch"] == "graph"  # an enum as its value
+    assert written["workload"]["kind"] == "agentic" and written["workload"]["sessions"] == 4
+    assert main(["run", str(first / "scenario.yaml"), "--json", "--out", str(second)]) == 0
+    capsys.readouterr()
+    for name in ("requests.csv", "steps.csv", "scenario.yaml"):
+        assert (first / name).read_bytes() == (second / name).read_bytes(), name
+
+
+@pytest.mark.parametrize("change", [None, *sorted((SCENARIO_DIR / "changes").glob("*.yaml"))],
+                         ids=lambda c: "default" if c is None else c.stem)
+def test_to_mapping_round_trips_every_key(change):
+    scenario = load_scenario(None, [change] if change else [])
+    mapping = to_mapping(scenario)
+    assert build(Scenario, yaml.safe_load(yaml.safe_dump(mapping))) == scenario
+    assert set(mapping) == {f.name for f in dataclasses.fields(Scenario)}
+    assert set(mapping["kernels"]) == {f.name for f in dataclasses.fields(scenario.kernels)}
+
+
+def test_out_naming_a_file_fails_before_simulating(capsys, tmp_path, monkeypatch):
+    import infersim.progress
+
+    def no_run(scenario):
+        raise AssertionError("simulated although --out is unusable")
+
+    monkeypatch.setattr(infersim.progress, "run_with_progress", no_run)
+    existing = tmp_path / "results.txt"
+    existing.write_text("keep me\n")
+    for out in (existing, existing / "sub"):
+        assert main(["run", *QUICK, "--out", str(out)]) == 2
+        err = capsys.readouterr().err
+        assert str(existing) in err and err.count("\n") == 1 and "Traceback" not in err
+    assert existing.read_text() == "keep me\n"
+    assert main(["run", *QUICK, "--out", ""]) == 2
+    err = capsys.readouterr().err
+    assert "--out" in err and err.count("\n") == 1
