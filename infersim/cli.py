@@ -89,10 +89,12 @@ def _parser() -> argparse.ArgumentParser:
     step.add_argument("--ep", type=_positive_int, default=1, help="expert-parallel size")
     step.add_argument("--decode", metavar="NxCONTEXT", help="N decoding sequences of CONTEXT tokens, e.g. 64x32768")
     step.add_argument("--prefill", metavar="NxTOKENS[@CACHED]", help="N prefill chunks, e.g. 2x8192@4096")
-    step.add_argument("--verify", metavar="NxCONTEXT", help="N sequences verifying --spec-depth drafts")
-    step.add_argument("--spec-depth", type=_non_negative_int, default=0, help="drafts per verifying sequence")
+    step.add_argument("--verify", metavar="NxCONTEXT", help="N sequences verifying --drafts draft tokens each")
+    step.add_argument("--drafts", type=_non_negative_int, default=0,
+                      help="draft tokens per verifying sequence (the scenario's spec_decode.drafts)")
     step.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
-                      help="a kernel option of BRIEF's mechanisms, e.g. kda_decode_fused=true")
+                      help="a key of the scenario's kernels section (the studies' mechanisms), "
+                           "e.g. kda_decode_fused=true")
     step.add_argument("--platform", default=None, help="the node (default: the GPU's 8-GPU platform)")
     step.add_argument("--quickreduce", default=None, metavar="CODEC",
                       help="enable QuickReduce all-reduce with this codec (ROCm): fp, int8, int6, int4, int3, fp4")
@@ -175,8 +177,8 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     if args.command == "step":
         result = workload_queries.step_query(
             args.model, args.hw, tp=args.tp, dcp=args.dcp, ep=args.ep, decode=args.decode,
-            prefill=args.prefill, verify=args.verify, spec_depth=args.spec_depth,
-            options=_parse_params(args.option), platform=args.platform, quickreduce=args.quickreduce)
+            prefill=args.prefill, verify=args.verify, drafts=args.drafts,
+            options=args.option, platform=args.platform, quickreduce=args.quickreduce)
         return result, f"Step: {args.model} on {args.hw}, TP{args.tp}"
     if args.command == "codec":
         return collective_queries.codec_query(args.codec), f"Codec {args.codec}"

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Sequence
 from enum import Enum
 from functools import lru_cache
 from typing import Any
@@ -11,14 +11,16 @@ from typing import Any
 from hwmodels.calibration import load_calibration
 from hwmodels.interconnect import build_fabric
 from hwmodels.spec import load_gpu, load_platform
-from infersim.queries import from_strings
-from simulator.cost.step_cache import StepTimer
+from hwmodels.specfile import FieldError
+from simulator.cost.step_parts import StepParts
+from simulator.scenario import kernel_options
 from workloads.codecs import Codec
 from workloads.deployment import Deployment, KernelOptions
+from workloads.layers import build_step
 from workloads.memory import plan_memory
 from workloads.model import load_model, model_names
 from workloads.params import active_matmul_params, count_params
-from workloads.step import Batch, PrefillChunk, build_step, parse_shape
+from workloads.step import Batch, PrefillChunk, parse_shape
 
 
 def model_list() -> dict[str, Any]:
@@ -105,33 +107,35 @@ def memory_query(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, con
 
 
 @lru_cache(maxsize=64)
-def step_timer(model: str, hw: str, platform: str, tp: int, dcp: int, ep: int,
-               options: tuple[tuple[str, str], ...], quickreduce: str | None) -> StepTimer:
-    """One StepTimer per deployment for the life of the process, so repeated queries hit its cache."""
-    deployment = Deployment(load_model(model), load_gpu(hw), tp=tp, dcp=dcp, ep=ep,
-                            options=from_strings(KernelOptions, dict(options), "option"))
+def step_parts(model: str, hw: str, platform: str, tp: int, dcp: int, ep: int, options: tuple[str, ...],
+               quickreduce: str | None) -> StepParts:
+    """One StepParts per deployment for the life of the process, so repeated queries reuse its timed parts."""
+    try:
+        deployment = Deployment(load_model(model), load_gpu(hw), tp=tp, dcp=dcp, ep=ep,
+                                options=kernel_options(list(options)))
+    except FieldError as err:
+        flag = f"--{err.key}" if err.key in ("tp", "dcp", "ep") else f"--option {err.key}"
+        raise ValueError(f"{flag}: {err}") from None
     spec = load_platform(platform)
     if spec.gpu != deployment.gpu.name:
         raise ValueError(f"platform {spec.name} holds {spec.gpu} GPUs, not {deployment.gpu.name}")
     if tp > spec.gpus:
         raise ValueError(f"tp={tp} needs more GPUs than {spec.name} has ({spec.gpus})")
-    return StepTimer(deployment, build_fabric(spec, deployment.gpu), load_calibration(deployment.gpu.name),
+    return StepParts(deployment, build_fabric(spec, deployment.gpu), load_calibration(deployment.gpu.name),
                      quickreduce=Codec.parse(quickreduce) if quickreduce else None)
 
 
 def step_query(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, decode: str | None = None,
-               prefill: str | None = None, verify: str | None = None, spec_depth: int = 0,
-               options: Mapping[str, str] | None = None, platform: str | None = None,
+               prefill: str | None = None, verify: str | None = None, drafts: int = 0,
+               options: Sequence[str] = (), platform: str | None = None,
                quickreduce: str | None = None) -> dict[str, Any]:
-    """One engine step: per-family launches, FLOP, bytes and time, collectives, and the total."""
+    """One engine step of exactly these shapes: per-family launches, FLOP, bytes and time, collectives, the total."""
     from infersim.collective_queries import platform_for
 
-    timer = step_timer(model, hw, platform_for(platform or hw, tp), tp, dcp, ep,
-                       tuple(sorted((options or {}).items())), quickreduce)
-    batch = _batch(decode, prefill, verify, spec_depth)
-    hits_before = timer.hits
-    timed = timer.step_time(batch)
-    plan = build_step(batch, timer.deployment)
+    parts = step_parts(model, hw, platform_for(platform or hw, tp), tp, dcp, ep, tuple(options), quickreduce)
+    batch = _batch(decode, prefill, verify, drafts)
+    timed = parts.step_time(batch)
+    plan = build_step(batch, parts.deployment)
     families: dict[str, dict[str, float]] = {}
     for item in plan.kernels:
         for work in item.kernel.launches():  # type: ignore[union-attr]
@@ -142,16 +146,16 @@ def step_query(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, decod
             row["bytes"] += work.bytes
     for name, seconds in timed.by_family_s.items():
         families[name]["time_s"] = seconds
-    d = timer.deployment
+    d = parts.deployment
     return {
         "model": d.model.name,
         "hw": d.gpu.name,
-        "platform": timer.fabric.name,
+        "platform": parts.fabric.name,
         "tp": tp,
         "dcp": dcp,
         "ep": ep,
         "batch": {"prefills": [[c.tokens, c.cached] for c in batch.prefills], "decodes": len(batch.decodes),
-                  "verifies": len(batch.verifies), "spec_depth": batch.spec_depth},
+                  "verifies": len(batch.verifies), "drafts": batch.drafts},
         "tokens": batch.tokens,
         "launch_mode": d.options.launch.value,
         "kernel_launches": timed.kernel_launches,
@@ -163,13 +167,11 @@ def step_query(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, decod
         "overlap_collectives": d.options.overlap_collectives,
         "families": families,
         "collectives": {name: {"time_s": t} for name, t in timed.by_collective_s.items()},
-        "cache": {"hit": timer.hits > hits_before, "hits": timer.hits, "misses": timer.misses,
-                  "bucket_ratio": timer.bucket_ratio},
         "options": {f.name: _plain(getattr(d.options, f.name)) for f in dataclasses.fields(KernelOptions)},
     }
 
 
-def _batch(decode: str | None, prefill: str | None, verify: str | None, spec_depth: int) -> Batch:
+def _batch(decode: str | None, prefill: str | None, verify: str | None, drafts: int) -> Batch:
     decodes: tuple[int, ...] = ()
     verifies: tuple[int, ...] = ()
     prefills: tuple[PrefillChunk, ...] = ()
@@ -184,7 +186,9 @@ def _batch(decode: str | None, prefill: str | None, verify: str | None, spec_dep
         prefills = (PrefillChunk(length, cached),) * count
     if not (decodes or verifies or prefills):
         raise ValueError("give at least one of --decode, --prefill or --verify (e.g. --decode 64x32768)")
-    return Batch(prefills=prefills, decodes=decodes, verifies=verifies, spec_depth=spec_depth)
+    if verifies and drafts < 1:
+        raise ValueError("--verify needs --drafts N (draft tokens per verifying sequence, at least 1)")
+    return Batch(prefills=prefills, decodes=decodes, verifies=verifies, drafts=drafts)
 
 
 def _plain(value: Any) -> Any:

@@ -1,9 +1,10 @@
 """The serving simulation: simpy processes for arrivals and the engine loop; one row per request and per step.
 
-The engine loop asks the scheduler for a batch, asks the step timer how long the batch takes, waits
-that long in simulated time and commits the tokens. Agentic sessions run closed-loop: a session's
-next turn arrives its think time after the previous turn finishes (`vllm bench serve`-style streams
-arrive at their own times). Speculative decoding commits a sampled number of tokens per cycle.
+The engine loop asks the scheduler for a batch, asks the cost layer how long that cycle takes
+(`CycleCost.cycle_s`, one question per cycle), waits that long in simulated time and commits the
+tokens. Agentic sessions run closed-loop: a session's next turn arrives its think time after the
+previous turn finishes (`vllm bench serve`-style streams arrive at their own times). Speculative
+decoding commits a sampled number of tokens per cycle.
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from typing import Any
 import numpy as np
 import simpy
 
-from simulator.cost.step_cache import StepTimer
+from simulator.cost.cycle import CycleCost, CycleShape
 from simulator.kvcache import KVCache
 from simulator.scheduler import Budget, Sequence, schedule
 from simulator.specdecode import Acceptance
@@ -27,18 +28,14 @@ from workloads.traces import RequestStream
 
 @dataclass(frozen=True)
 class EngineConfig:
-    """What the engine loop needs beyond the step timer."""
+    """What the engine loop needs beyond the cost layer."""
 
     budget: Budget
     closed_loop: bool  # agentic: a session's next turn waits for the previous turn's completion
     max_concurrency: int = 0  # requests in flight at most (0: no cap), as vllm bench serve --max-concurrency
     acceptance: Acceptance | None = None  # speculative decoding acceptance (None: off)
-    draft_cost_fraction: float = 0.0  # a draft token's cost as a share of a decode step (MTP head)
     admit_until_s: float = 0.0  # stop releasing new requests after this time (0: never)
     prefix_caching: bool = True  # False: requests carry no block hashes, so nothing is ever a hit
-    offload_bytes_per_block: float = 0.0  # bytes one KV block moves over PCIe (per GPU) to or from the host tier
-    host_link_bytes_per_s: float = 0.0  # usable PCIe bandwidth per GPU, one direction
-    offload_overlap: bool = True  # True: host copies run beside compute; False: they add to the step
 
 
 _NO_HASHES = np.empty(0, dtype=np.uint64)
@@ -69,7 +66,7 @@ def _sessions(stream: RequestStream) -> tuple[list[int], dict[int, int]]:
     return first, successor
 
 
-def simulate_stream(stream: RequestStream, timer: StepTimer, kv: KVCache, config: EngineConfig,
+def simulate_stream(stream: RequestStream, cost: CycleCost, kv: KVCache, config: EngineConfig,
                     rng: np.random.Generator, progress: Callable[[int, float], None] | None = None
                     ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], float]:
     """Run the stream to completion; returns (request rows, step rows, simulated seconds)."""
@@ -84,7 +81,7 @@ def simulate_stream(stream: RequestStream, timer: StepTimer, kv: KVCache, config
     state = _State(stream, deque(), [], pending, successor)
     request_rows: list[dict[str, Any]] = []
     step_rows: list[dict[str, Any]] = []
-    env.process(_engine(env, state, timer, kv, config, rng, request_rows, step_rows, progress))
+    env.process(_engine(env, state, cost, kv, config, rng, request_rows, step_rows, progress))
     env.run()
     return request_rows, step_rows, env.now
 
@@ -104,11 +101,10 @@ def _release(state: _State, now: float, config: EngineConfig) -> None:
         state.in_flight += 1
 
 
-def _engine(env: simpy.Environment, state: _State, timer: StepTimer, kv: KVCache, config: EngineConfig,
+def _engine(env: simpy.Environment, state: _State, cost: CycleCost, kv: KVCache, config: EngineConfig,
             rng: np.random.Generator, request_rows: list, step_rows: list,
             progress: Callable[[int, float], None] | None) -> Any:
-    budget = config.budget
-    depth = budget.spec_depth
+    drafts = config.budget.drafts
     sampler = config.acceptance.sampler(rng) if config.acceptance is not None else None
     now = env.now  # the engine's clock: steps advance it here, and simpy's clock catches up at each wait
     while True:
@@ -120,7 +116,7 @@ def _engine(env: simpy.Environment, state: _State, timer: StepTimer, kv: KVCache
             yield env.timeout(max(now, state.pending[0][0]) - env.now)  # idle until the next arrival
             now = env.now
             continue
-        decision = schedule(state.running, state.waiting, kv, budget, now)
+        decision = schedule(state.running, state.waiting, kv, config.budget, now)
         if not decision.prefills and not decision.decodes:
             if not state.pending:
                 raise ValueError("the scheduler can make no progress: a running request cannot grow its KV")
@@ -132,15 +128,12 @@ def _engine(env: simpy.Environment, state: _State, timer: StepTimer, kv: KVCache
         context = sum([s.computed_tokens + s.generated - s.prefill_target + s.prompt_tokens  # Sequence.context_tokens
                        for s in decision.decodes])
         prefill_tokens = sum(chunk for _, chunk in decision.prefills)
-        key = timer.shape_key(len(decision.prefills), prefill_tokens,
-                              sum(seq.computed_tokens for seq, _ in decision.prefills),
-                              0 if depth else decodes, 0 if depth else context,
-                              decodes if depth else 0, context if depth else 0, depth if decodes else 0)
-        step_s = timer.cycle_time_s_of(key, depth * config.draft_cost_fraction if depth and decodes else 0.0)
         stored, loaded = kv.take_transfers()
-        if stored or loaded:
-            copy_s = (stored + loaded) * config.offload_bytes_per_block / config.host_link_bytes_per_s
-            step_s = max(step_s, copy_s) if config.offload_overlap else step_s + copy_s
+        # with drafts every decoding sequence verifies them (drafts + 1 positions)
+        step_s = cost.cycle_s(CycleShape(
+            len(decision.prefills), prefill_tokens, sum(seq.computed_tokens for seq, _ in decision.prefills),
+            0 if drafts else decodes, 0 if drafts else context, decodes if drafts else 0, context if drafts else 0,
+            drafts, stored + loaded))
         # Steps between waits run back to back: nothing else in the simulation moves while a step runs
         # (arrivals sit in a heap the loop reads), so one simpy event per step would only cost time.
         start, now = now, now + step_s
@@ -148,7 +141,7 @@ def _engine(env: simpy.Environment, state: _State, timer: StepTimer, kv: KVCache
         step_rows.append({
             "start_s": start, "end_s": now,
             "prefill_tokens": prefill_tokens,
-            "decode_seqs": 0 if depth else decodes, "verify_seqs": decodes if depth else 0,
+            "decode_seqs": 0 if drafts else decodes, "verify_seqs": decodes if drafts else 0,
             "committed_tokens": committed, "spec_cycles": cycles, "spec_committed_tokens": spec_committed,
             "kv_blocks_used": kv.used_blocks, "kv_blocks_total": kv.capacity_blocks,
             "in_system": in_system,

@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from hwmodels.specfile import FieldError
 from workloads.deployment import KernelOptions
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
@@ -191,6 +192,8 @@ def build(cls: type, raw: Any, prefix: str = "") -> Any:
         values[key] = _convert(hints[key], value, f"{prefix}.{key}" if prefix else str(key))
     try:
         return cls(**values)
+    except FieldError as err:
+        raise ScenarioError(f"{where}.{err.key}: {err}") from None
     except ValueError as err:
         raise ScenarioError(f"{where}: {err}") from None
 
@@ -240,6 +243,12 @@ def parse_set(items: list[str]) -> dict[str, Any]:
                 raise ScenarioError(f"--set {item!r}: {part} is set twice")
         node[parts[-1]] = value
     return overlay
+
+
+def kernel_options(pairs: list[str]) -> KernelOptions:
+    """`--option KEY=VALUE` pairs: the scenario's `kernels` section, read by the same converter as `--set`."""
+    overlay = parse_set([f"kernels.{pair}" for pair in pairs])
+    return build(KernelOptions, overlay.get("kernels", {}), "kernels")
 
 
 def load_scenario(path: str | Path | None = None, overlays: list[str | Path] = (), sets: list[str] = ()) -> Scenario:

@@ -54,7 +54,12 @@ class Budget:
 
     max_num_seqs: int
     max_num_batched_tokens: int
-    spec_depth: int = 0  # drafts per decoding sequence; each verifies spec_depth + 1 positions
+    drafts: int = 0  # draft tokens per decoding sequence (spec_decode.drafts); each verifies drafts + 1 positions
+
+    @property
+    def tokens_per_decode(self) -> int:
+        """Tokens a decoding sequence computes in one step: its drafts and the bonus token."""
+        return self.drafts + 1
 
 
 @dataclass
@@ -72,7 +77,7 @@ def schedule(running: list[Sequence], waiting: deque[Sequence], kv: KVCache, bud
     continuing prefills, then new sequences in arrival order while sequences, tokens and blocks last."""
     decision = Decision()
     tokens_left = budget.max_num_batched_tokens
-    per_decode = budget.spec_depth + 1
+    per_decode = budget.tokens_per_decode
     if _schedule_decodes_at_once(running, kv, per_decode, tokens_left, decision):
         tokens_left -= len(decision.decodes) * per_decode
     else:
@@ -92,7 +97,7 @@ def schedule(running: list[Sequence], waiting: deque[Sequence], kv: KVCache, bud
             break
         waiting.popleft()
         seq.computed_tokens = cached
-        seq.reserved_tokens = -(-seq.prefill_target // kv.block_tokens) * kv.block_tokens
+        _reserve(seq, seq.prefill_target, kv.block_tokens)
         if seq.preemptions == 0:
             seq.cached_tokens = cached
         if seq.scheduled_s < 0:
@@ -116,15 +121,14 @@ def _schedule_decodes_at_once(running: list[Sequence], kv: KVCache, per_decode: 
         return False
     growing, needed = [], []
     for s in decodes:
-        need = s.computed_tokens + s.generated - s.prefill_target + s.prompt_tokens + per_decode
+        need = s.computed_tokens + s.generated - s.prefill_target + s.prompt_tokens + per_decode  # context_tokens + ...
         if need > s.reserved_tokens:
             growing.append(s)
             needed.append(need)
     if growing and not kv.grow_many([s.request_id for s in growing], needed):
         return False
-    block = kv.block_tokens
     for s, need in zip(growing, needed, strict=True):
-        s.reserved_tokens = -(-need // block) * block
+        _reserve(s, need, kv.block_tokens)
     decision.decodes = decodes
     return True
 
@@ -145,12 +149,17 @@ def _schedule_decodes(running: list[Sequence], waiting: deque[Sequence], kv: KVC
         if seq not in running:
             continue
         if needed > seq.reserved_tokens:
-            seq.reserved_tokens = -(-needed // kv.block_tokens) * kv.block_tokens
+            _reserve(seq, needed, kv.block_tokens)
         if tokens_left < per_decode:
             break
         decision.decodes.append(seq)
         tokens_left -= per_decode
     return tokens_left
+
+
+def _reserve(seq: Sequence, tokens: int, block_tokens: int) -> None:
+    """Record that the KV blocks held for `seq` now take `tokens` (whole blocks of `block_tokens`)."""
+    seq.reserved_tokens = -(-tokens // block_tokens) * block_tokens
 
 
 def _preempt(victim: Sequence, running: list[Sequence], waiting: deque[Sequence], kv: KVCache,

@@ -1,4 +1,4 @@
-"""`simulate(scenario)`: build the deployment, the request stream, the KV cache and the step timer, run
+"""`simulate(scenario)`: build the deployment, the request stream, the KV cache and the cycle cost, run
 the engine, and summarise. Returns DataFrames and a summary; writes no files."""
 
 from __future__ import annotations
@@ -13,7 +13,8 @@ from hwmodels.calibration import load_calibration
 from hwmodels.dtypes import Dtype
 from hwmodels.interconnect import PCIE_EFFICIENCY, build_fabric
 from hwmodels.spec import load_gpu, load_platform
-from simulator.cost.step_cache import StepTimer
+from hwmodels.specfile import FieldError
+from simulator.cost.cycle import CycleCost, HostCopies
 from simulator.engine import EngineConfig, simulate_stream, wall_clock
 from simulator.kvcache import KVCache
 from simulator.metrics import request_rows_to_frame, step_rows_to_frame, summarize
@@ -27,10 +28,6 @@ from workloads.memory import plan_memory
 from workloads.model import Part, load_model
 from workloads.trace_readers import read_trace
 from workloads.traces import AgenticConfig, RequestStream, agentic_stream, random_stream, theoretical_prefix_reuse
-
-# Assumption: an MTP draft token costs about one layer of the main model's decode step (the MTP
-# head is one transformer block and shares the LM head); the engine charges drafts this share.
-DRAFT_LAYERS = 1.0
 
 
 @dataclass(frozen=True)
@@ -61,8 +58,12 @@ def deployment_of(scenario: Scenario) -> Deployment:
             valid = ", ".join([p.value for p in Part] + ["kv_cache"])
             raise ScenarioError(f"precision.{key}: {err} (keys: {valid})") from None
     p = scenario.parallel
-    return Deployment(load_model(scenario.model.name), load_gpu(platform.gpu), tp=p.tp, dcp=p.dcp, ep=p.ep,
-                      weights=weights, kv_cache=kv_cache, options=scenario.kernels)
+    try:
+        return Deployment(load_model(scenario.model.name), load_gpu(platform.gpu), tp=p.tp, dcp=p.dcp, ep=p.ep,
+                          weights=weights, kv_cache=kv_cache, options=scenario.kernels)
+    except FieldError as err:  # the plan or an option does not fit the model: name the scenario key
+        section = "parallel" if err.key in ("tp", "dcp", "ep") else "kernels"
+        raise ScenarioError(f"{section}.{err.key}: {err}") from None
 
 
 def stream_of(scenario: Scenario, rng: np.random.Generator) -> RequestStream:
@@ -122,30 +123,28 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
                  checkpoint_tokens=checkpoint, host_capacity_blocks=host_blocks)
     stream = stream_of(scenario, rng)
     quickreduce = Codec.parse(scenario.collectives.quickreduce) if scenario.collectives.quickreduce else None
-    timer = StepTimer(deployment, build_fabric(platform, deployment.gpu), load_calibration(deployment.gpu.name),
-                      quickreduce=quickreduce)
+    host = HostCopies(block_bytes, deployment.gpu.host_link_bytes_per_s * PCIE_EFFICIENCY,
+                      scenario.cache.offload_overlap)
+    cost = CycleCost(deployment, build_fabric(platform, deployment.gpu), load_calibration(deployment.gpu.name),
+                     quickreduce=quickreduce, host=host)
     acceptance = acceptance_of(scenario)
     config = EngineConfig(
-        budget=Budget(serving.max_num_seqs, serving.max_num_batched_tokens, acceptance.depth if acceptance else 0),
+        budget=Budget(serving.max_num_seqs, serving.max_num_batched_tokens, acceptance.drafts if acceptance else 0),
         closed_loop=scenario.workload.kind is WorkloadKind.AGENTIC,
         max_concurrency=serving.max_concurrency,
         acceptance=acceptance,
-        draft_cost_fraction=DRAFT_LAYERS / deployment.model.layers,
         admit_until_s=scenario.workload.duration_s,
         prefix_caching=scenario.cache.prefix_caching,
-        offload_bytes_per_block=block_bytes,
-        host_link_bytes_per_s=deployment.gpu.host_link_bytes_per_s * PCIE_EFFICIENCY,
-        offload_overlap=scenario.cache.offload_overlap,
     )
     start = wall_clock()
-    request_rows, step_rows, simulated_s = simulate_stream(stream, timer, kv, config, rng, progress)
+    request_rows, step_rows, simulated_s = simulate_stream(stream, cost, kv, config, rng, progress)
     wall_s = max(wall_clock() - start, 1e-9)
     requests, steps = request_rows_to_frame(request_rows), step_rows_to_frame(step_rows)
     usd = scenario.cost.usd_per_gpu_hour or deployment.gpu.tco_usd_per_gpu_hour
     summary = summarize(requests, steps, gpus=deployment.tp, usd_per_gpu_hour=usd, simulated_s=simulated_s,
                         wall_s=wall_s)
-    summary["step_cache"] = {"hits": timer.hits, "misses": timer.misses, "hit_rate": timer.hit_rate,
-                             "miss_wall_s": timer.miss_wall_s}
+    summary["cycle_cost"] = {"hits": cost.hits, "misses": cost.misses, "hit_rate": cost.hit_rate,
+                             "miss_wall_s": cost.miss_wall_s}
     summary["kv_capacity_tokens"] = memory.kv_capacity_tokens
     # the stream's reuse with an unlimited cache: the ceiling prefix_hit_rate is measured against
     summary["theoretical_prefix_reuse"] = theoretical_prefix_reuse(stream) if scenario.cache.prefix_caching else 0.0

@@ -11,16 +11,16 @@ from dataclasses import dataclass
 import numpy as np
 
 
-def _check_depth(depth: object, field: str = "depth") -> int:
-    """Reject a draft depth that is not a non-negative integer, naming the field."""
-    if isinstance(depth, bool) or not isinstance(depth, numbers.Integral) or depth < 0:
-        raise ValueError(f"{field} must be a non-negative integer, got {depth!r}")
-    return int(depth)
+def _check_drafts(drafts: object, field: str = "drafts") -> int:
+    """Reject a draft count that is not a non-negative integer, naming the field."""
+    if isinstance(drafts, bool) or not isinstance(drafts, numbers.Integral) or drafts < 0:
+        raise ValueError(f"{field} must be a non-negative integer, got {drafts!r}")
+    return int(drafts)
 
 
 @dataclass(frozen=True)
 class Acceptance:
-    """Unconditional per-position acceptance rates r_1..r_k of one draft depth k."""
+    """Unconditional per-position acceptance rates r_1..r_k of one draft count k."""
 
     rates: tuple[float, ...]
 
@@ -50,29 +50,29 @@ class Acceptance:
         return cls(tuple(rates))
 
     @classmethod
-    def geometric(cls, alpha: float, depth: int) -> Acceptance:
+    def geometric(cls, alpha: float, drafts: int) -> Acceptance:
         """i.i.d. acceptance alpha per position: r_i = alpha**i (Leviathan et al. 2023, Eq. 1; §3.2)."""
-        depth = _check_depth(depth)
+        drafts = _check_drafts(drafts)
         if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0.0 <= float(alpha) <= 1.0:
             raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
-        return cls(tuple(float(alpha) ** i for i in range(1, depth + 1)))
+        return cls(tuple(float(alpha) ** i for i in range(1, drafts + 1)))
 
     @classmethod
-    def min_variance(cls, mean_tokens_per_cycle: float, depth: int) -> Acceptance:
+    def min_variance(cls, mean_tokens_per_cycle: float, drafts: int) -> Acceptance:
         """vLLM's synthetic schedule for a mean acceptance length: [1]*floor(AL-1) + [frac(AL-1)] + [0]*rest (§3.3)."""
-        depth = _check_depth(depth)
+        drafts = _check_drafts(drafts)
         mean = mean_tokens_per_cycle
-        if isinstance(mean, bool) or not isinstance(mean, numbers.Real) or not 1.0 <= float(mean) <= depth + 1:
-            raise ValueError(f"mean_tokens_per_cycle must lie in [1, depth + 1] = [1, {depth + 1}], got {mean!r}")
-        # Same arithmetic as vLLM's SpeculativeConfig._acceptance_length_to_rates: the [:depth] cut drops the
-        # trailing zero fraction when AL == depth + 1.
+        if isinstance(mean, bool) or not isinstance(mean, numbers.Real) or not 1.0 <= float(mean) <= drafts + 1:
+            raise ValueError(f"mean_tokens_per_cycle must lie in [1, drafts + 1] = [1, {drafts + 1}], got {mean!r}")
+        # Same arithmetic as vLLM's SpeculativeConfig._acceptance_length_to_rates: the [:drafts] cut drops the
+        # trailing zero fraction when AL == drafts + 1.
         accepted = float(mean) - 1.0
         full = int(accepted)
-        rates = ([1.0] * full + [accepted - full] + [0.0] * (depth - full - 1))[:depth]
+        rates = ([1.0] * full + [accepted - full] + [0.0] * (drafts - full - 1))[:drafts]
         return cls(tuple(rates))
 
     @property
-    def depth(self) -> int:
+    def drafts(self) -> int:
         """Number of drafted tokens per cycle, k."""
         return len(self.rates)
 
@@ -91,14 +91,14 @@ class Acceptance:
     def committed_probabilities(self) -> tuple[float, ...]:
         """P(committed = 1 + j) for j = 0..k, i.e. r_j - r_{j+1} with r_0 = 1 and r_{k+1} = 0 (§3.2)."""
         padded = (1.0, *self.rates, 0.0)
-        return tuple(padded[j] - padded[j + 1] for j in range(self.depth + 1))
+        return tuple(padded[j] - padded[j + 1] for j in range(self.drafts + 1))
 
-    def truncate(self, depth: int) -> Acceptance:
-        """The same drafter stopped after `depth` drafts: unconditional rates of the first positions are unchanged."""
-        depth = _check_depth(depth)
-        if depth > self.depth:
-            raise ValueError(f"depth must be at most the current depth {self.depth}, got {depth}")
-        return Acceptance(self.rates[:depth])
+    def truncate(self, drafts: int) -> Acceptance:
+        """The same drafter stopped after `drafts` drafts: unconditional rates of the first positions are unchanged."""
+        drafts = _check_drafts(drafts)
+        if drafts > self.drafts:
+            raise ValueError(f"drafts must be at most the current drafts {self.drafts}, got {drafts}")
+        return Acceptance(self.rates[:drafts])
 
     @functools.cached_property
     def _negated_rates(self) -> np.ndarray:
@@ -129,7 +129,7 @@ class Acceptance:
         if type(rng) is not np.random.Generator and not isinstance(rng, np.random.Generator):
             raise ValueError(f"rng must be a numpy.random.Generator, got {type(rng).__name__}")
         if type(n) is not int or n < 0:  # the serving loop's hot path: isinstance on numbers.Integral is slow
-            n = _check_depth(n, field="n")
+            n = _check_drafts(n, field="n")
         u = rng.random(n)
         # Accepted count = #{i : u < r_i}, so P(accepted >= i) = P(u < r_i) = r_i exactly. The rates are
         # non-increasing, so their negations are sorted and searchsorted counts them in O(log k).

@@ -6,7 +6,14 @@ import json
 
 import pytest
 
+from hwmodels.calibration import load_calibration
+from hwmodels.interconnect import build_fabric
+from hwmodels.spec import load_gpu, load_platform
 from infersim.cli import main
+from workloads.deployment import Deployment
+from workloads.layers import build_step
+from workloads.model import load_model
+from workloads.step import Batch
 
 
 def run_json(capsys, *argv: str) -> dict:
@@ -134,7 +141,11 @@ def test_step_prints_families_flop_bytes_and_times(capsys):
     (["step", "--model", "kimi-k3", "--hw", "mi355x", "--tp", "8"], "give at least one of --decode"),
     (["step", "--model", "kimi-k3", "--hw", "mi355x", "--tp", "8", "--decode", "64"], "expected COUNTxLENGTH"),
     (["step", "--model", "kimi-k3", "--hw", "mi355x", "--tp", "8", "--decode", "1x5", "--option", "fast=1"],
-     "option: unknown parameter 'fast' (valid: mla_pad_heads_to"),
+     "kernels: unknown key 'fast' (valid keys: mla_pad_heads_to"),
+    (["step", "--model", "kimi-k3", "--hw", "mi355x", "--tp", "8", "--verify", "1x5", "--drafts", "3",
+      "--option", "kda_verify_tile_cols=200"],
+     "--option kda_verify_tile_cols: 200 exceeds kimi-k3's KDA head_dim 128 (valid: 1..128)"),
+    (["step", "--model", "kimi-k3", "--hw", "mi355x", "--tp", "8", "--verify", "1x5"], "--verify needs --drafts"),
 ])
 def test_workload_user_errors(capsys, argv, message):
     assert main(argv) == 2
@@ -142,12 +153,18 @@ def test_workload_user_errors(capsys, argv, message):
     assert message in err and err.count("\n") == 1
 
 
-def test_a_second_identical_step_is_served_from_the_cache(capsys):
-    argv = ("step", "--model", "qwen3-32b", "--hw", "h200", "--tp", "2", "--platform", "h200-2", "--decode", "8x1000")
+def test_a_step_is_timed_at_its_exact_shape_and_a_repeat_gives_the_same_time(capsys):
+    from simulator.cost.step_time import time_plan
+
+    argv = ("step", "--model", "qwen3-32b", "--hw", "h200", "--tp", "2", "--platform", "h200-2", "--decode", "8x32768")
     first = run_json(capsys, *argv)
     second = run_json(capsys, *argv)
     assert first["step_time_s"] == second["step_time_s"] > 0
-    assert second["cache"]["hit"] and second["cache"]["hits"] == first["cache"]["hits"] + 1
+    # exact, not bucketed: the full plan of 8 decodes at context 32768 (bucketing would give 32646)
+    d = Deployment(load_model("qwen3-32b"), load_gpu("h200"), tp=2)
+    plan = build_step(Batch(decodes=(32768,) * 8), d)
+    exact = time_plan(plan, build_fabric(load_platform("h200-2"), d.gpu), load_calibration("h200")).total_s
+    assert second["step_time_s"] == pytest.approx(exact, rel=1e-12)
     assert second["collective_time_s"] > 0 and "allreduce:oneshot" in second["collectives"]
     assert second["step_time_s"] == pytest.approx(second["kernel_time_s"] + second["collective_time_s"])
 

@@ -24,20 +24,20 @@ def variance_from_pmf(acceptance: Acceptance) -> float:
     return sum((1 + j - mean) ** 2 * p for j, p in enumerate(pmf))
 
 
-def geometric_with_mean(mean: float, depth: int) -> Acceptance:
+def geometric_with_mean(mean: float, drafts: int) -> Acceptance:
     """Solve (1 - a^(k+1)) / (1 - a) = mean for a by bisection; the left side increases with a."""
     lo, hi = 0.0, 1.0
     for _ in range(200):
         mid = (lo + hi) / 2
-        if Acceptance.geometric(mid, depth).expected_tokens_per_cycle < mean:
+        if Acceptance.geometric(mid, drafts).expected_tokens_per_cycle < mean:
             lo = mid
         else:
             hi = mid
-    return Acceptance.geometric((lo + hi) / 2, depth)
+    return Acceptance.geometric((lo + hi) / 2, drafts)
 
 
 def test_brief_example_expected_tokens():
-    assert THREE.depth == 3 and FOUR.depth == 4
+    assert THREE.drafts == 3 and FOUR.drafts == 4
     assert THREE.expected_tokens_per_cycle == pytest.approx(3.00, abs=1e-12)
     assert FOUR.expected_tokens_per_cycle == pytest.approx(3.36, abs=1e-12)
 
@@ -58,9 +58,9 @@ def test_brief_example_useful_rate_ties_at_breakeven():
 def test_truncate_is_the_shorter_draft():
     assert FOUR.truncate(3) == THREE
     assert FOUR.truncate(0).expected_tokens_per_cycle == 1.0
-    with pytest.raises(ValueError, match="depth"):
+    with pytest.raises(ValueError, match="drafts"):
         THREE.truncate(4)
-    with pytest.raises(ValueError, match="depth"):
+    with pytest.raises(ValueError, match="drafts"):
         THREE.truncate(-1)
 
 
@@ -69,7 +69,7 @@ def test_long_run_sampling_matches_rates(acceptance):
     committed = acceptance.sample_committed(np.random.default_rng(20240611), CYCLES)
     assert committed.shape == (CYCLES,)
     assert np.issubdtype(committed.dtype, np.integer)
-    assert committed.min() >= 1 and committed.max() <= acceptance.depth + 1
+    assert committed.min() >= 1 and committed.max() <= acceptance.drafts + 1
     assert committed.mean() == pytest.approx(acceptance.expected_tokens_per_cycle, rel=0.01)
     for i, rate in enumerate(acceptance.rates, start=1):
         assert abs(np.mean(committed >= i + 1) - rate) < 0.01, f"position {i}"
@@ -104,11 +104,11 @@ def test_committed_probabilities_follow_rate_differences():
     assert math.fsum(FOUR.committed_probabilities) == pytest.approx(1.0, abs=1e-15)
 
 
-@given(alpha=st.floats(0.0, 0.999), depth=st.integers(0, 12))
-def test_geometric_matches_closed_form(alpha, depth):
-    acceptance = Acceptance.geometric(alpha, depth)
-    assert acceptance.rates == pytest.approx([alpha**i for i in range(1, depth + 1)])
-    closed_form = (1 - alpha ** (depth + 1)) / (1 - alpha)
+@given(alpha=st.floats(0.0, 0.999), drafts=st.integers(0, 12))
+def test_geometric_matches_closed_form(alpha, drafts):
+    acceptance = Acceptance.geometric(alpha, drafts)
+    assert acceptance.rates == pytest.approx([alpha**i for i in range(1, drafts + 1)])
+    closed_form = (1 - alpha ** (drafts + 1)) / (1 - alpha)
     assert acceptance.expected_tokens_per_cycle == pytest.approx(closed_form, rel=1e-12)
 
 
@@ -117,7 +117,7 @@ def test_geometric_alpha_one_accepts_everything():
 
 
 @pytest.mark.parametrize(
-    ("mean", "depth", "rates"),
+    ("mean", "drafts", "rates"),
     [
         (3.5, 5, (1.0, 1.0, 0.5, 0.0, 0.0)),  # the reference's example, formats_and_tools.md §3.3
         (2.6, 3, (1.0, 0.6, 0.0)),
@@ -127,21 +127,21 @@ def test_geometric_alpha_one_accepts_everything():
         (1.0, 0, ()),
     ],
 )
-def test_min_variance_schedule(mean, depth, rates):
-    acceptance = Acceptance.min_variance(mean, depth)
+def test_min_variance_schedule(mean, drafts, rates):
+    acceptance = Acceptance.min_variance(mean, drafts)
     assert acceptance.rates == pytest.approx(rates, abs=1e-12)
     assert acceptance.expected_tokens_per_cycle == pytest.approx(mean, abs=1e-12)
 
 
-@given(depth=st.integers(1, 10), fraction=st.floats(0.0, 1.0))
-def test_min_variance_hits_mean_and_beats_geometric(depth, fraction):
-    mean = 1.0 + fraction * depth
-    schedule = Acceptance.min_variance(mean, depth)
-    assert schedule.depth == depth
+@given(drafts=st.integers(1, 10), fraction=st.floats(0.0, 1.0))
+def test_min_variance_hits_mean_and_beats_geometric(drafts, fraction):
+    mean = 1.0 + fraction * drafts
+    schedule = Acceptance.min_variance(mean, drafts)
+    assert schedule.drafts == drafts
     assert schedule.expected_tokens_per_cycle == pytest.approx(mean, abs=1e-12)
     # All mass on the two integers around the mean: variance f(1 - f), the least any integer law can have.
     assert variance_from_pmf(schedule) == pytest.approx(schedule.variance_tokens_per_cycle, abs=1e-9)
-    geometric = geometric_with_mean(mean, depth)
+    geometric = geometric_with_mean(mean, drafts)
     assert geometric.expected_tokens_per_cycle == pytest.approx(mean, abs=1e-9)
     assert variance_from_pmf(schedule) <= variance_from_pmf(geometric) + 1e-9
 
@@ -150,15 +150,15 @@ def test_min_variance_hits_mean_and_beats_geometric(depth, fraction):
 @given(st.lists(st.floats(0.0, 1.0), min_size=1, max_size=8))
 def test_min_variance_beats_any_schedule_with_the_same_mean(values):
     other = Acceptance.from_rates(sorted(values, reverse=True))
-    schedule = Acceptance.min_variance(other.expected_tokens_per_cycle, other.depth)
+    schedule = Acceptance.min_variance(other.expected_tokens_per_cycle, other.drafts)
     assert schedule.expected_tokens_per_cycle == pytest.approx(other.expected_tokens_per_cycle, abs=1e-12)
     assert variance_from_pmf(schedule) <= variance_from_pmf(other) + 1e-9
 
 
-@pytest.mark.parametrize(("mean", "depth"), [(0.99, 3), (4.01, 3), (2.0, 0), (math.nan, 3)])
-def test_min_variance_rejects_mean_outside_range(mean, depth):
+@pytest.mark.parametrize(("mean", "drafts"), [(0.99, 3), (4.01, 3), (2.0, 0), (math.nan, 3)])
+def test_min_variance_rejects_mean_outside_range(mean, drafts):
     with pytest.raises(ValueError, match="mean_tokens_per_cycle"):
-        Acceptance.min_variance(mean, depth)
+        Acceptance.min_variance(mean, drafts)
 
 
 def test_non_monotone_rates_name_the_position():
@@ -190,9 +190,9 @@ def test_rates_are_stored_as_float_tuple():
 def test_bad_constructor_arguments_name_the_field():
     with pytest.raises(ValueError, match="alpha"):
         Acceptance.geometric(1.5, 3)
-    with pytest.raises(ValueError, match="depth"):
+    with pytest.raises(ValueError, match="drafts"):
         Acceptance.geometric(0.5, -1)
-    with pytest.raises(ValueError, match="depth"):
+    with pytest.raises(ValueError, match="drafts"):
         Acceptance.min_variance(2.0, 2.5)
 
 

@@ -11,9 +11,10 @@ from hwmodels.spec import load_gpu
 from hwmodels.work import Family
 from workloads.collectives import CollectiveOp
 from workloads.deployment import Deployment, KernelOptions
+from workloads.layers import build_step
 from workloads.model import load_model
 from workloads.params import active_matmul_params
-from workloads.step import Batch, PrefillChunk, build_step, parse_shape
+from workloads.step import Batch, PrefillChunk, parse_shape
 
 FIXTURES = Path(__file__).parent / "fixtures"
 H200 = load_gpu("h200")
@@ -21,6 +22,8 @@ H200 = load_gpu("h200")
 
 def deploy(name: str, **kwargs) -> Deployment:
     model = load_model(str(FIXTURES / f"{name}.yaml")) if name.startswith("tiny") else load_model(name)
+    if name.startswith("tiny") and model.kda is not None:  # tiny KDA heads are narrower than the default tile
+        kwargs["options"] = replace(kwargs.get("options", KernelOptions()), kda_verify_tile_cols=model.kda.head_dim)
     return Deployment(model, kwargs.pop("gpu", H200), **kwargs)
 
 
@@ -143,7 +146,7 @@ def test_tensor_parallel_step_has_its_collectives():
 
 def test_mechanism_options_change_the_kernels():
     k3 = deploy("kimi-k3", gpu=load_gpu("mi355x"), tp=8)
-    batch = Batch(verifies=(4096,), spec_depth=3)
+    batch = Batch(verifies=(4096,), drafts=3)
     before = build_step(batch, k3)
     after = build_step(batch, replace(k3, options=KernelOptions(
         mla_pad_heads_to=16, mla_num_splits=16, kda_verify_tile_cols=4, moe_output_dedup=True)))

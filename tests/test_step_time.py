@@ -1,4 +1,4 @@
-"""Step time: kernels and collectives in order, the overlap switch, and the bucketed cache."""
+"""The cost layer: a step's plan in order, its memoized parts (the fast twin of the plan) and the cycle cost."""
 
 from __future__ import annotations
 
@@ -9,16 +9,24 @@ import pytest
 from hwmodels.calibration import load_calibration
 from hwmodels.interconnect import build_fabric
 from hwmodels.spec import load_gpu, load_platform
-from simulator.cost.step_cache import StepTimer
-from simulator.cost.step_time import time_plan
+from simulator.cost.cycle import DRAFT_LAYERS, CycleCost, CycleShape, HostCopies, bucket
+from simulator.cost.step_parts import StepParts, signatures
+from simulator.cost.step_time import step_total_s, time_plan
 from workloads.deployment import Deployment, KernelOptions
+from workloads.layers import build_step
 from workloads.model import load_model
-from workloads.step import Batch, PrefillChunk, build_step
+from workloads.step import Batch, Depends, PrefillChunk
 
 GPU = load_gpu("h200")
 FABRIC = build_fabric(load_platform("h200-8"), GPU)
 CALIB = load_calibration("h200")
 LLAMA = Deployment(load_model("llama-3.1-70b"), GPU, tp=8)
+K3 = Deployment(load_model("kimi-k3"), load_gpu("mi355x"), tp=8)
+K3_FABRIC, K3_CALIB = build_fabric(load_platform("mi355x-8"), K3.gpu), load_calibration("mi355x")
+
+
+def full_s(batch: Batch, d: Deployment = K3) -> float:
+    return time_plan(build_step(batch, d), K3_FABRIC, K3_CALIB).total_s
 
 
 def test_step_time_is_kernels_plus_collectives_unless_overlapped():
@@ -30,34 +38,35 @@ def test_step_time_is_kernels_plus_collectives_unless_overlapped():
                            FABRIC, CALIB)
     assert overlapped.total_s == pytest.approx(max(serial.kernel_s, serial.collective_s))
     assert sum(serial.by_family_s.values()) == pytest.approx(serial.kernel_s)
+    assert step_total_s(2.0, 3.0, True) == 3.0 and step_total_s(2.0, 3.0, False) == 5.0
 
 
-def test_the_cache_hits_on_the_same_bucketed_shape_and_misses_on_a_new_one():
-    timer = StepTimer(LLAMA, FABRIC, CALIB, bucket_ratio=1.04)
-    first = timer.step_time(Batch(decodes=(1000,) * 16))
-    again = timer.step_time(Batch(decodes=(1010,) * 16))  # 1.04^176 = 995: both round there
-    other = timer.step_time(Batch(decodes=(1300,) * 16))
-    assert (timer.hits, timer.misses) == (1, 2)
-    assert first is again and other.total_s > first.total_s
-    assert timer.hit_rate == pytest.approx(1 / 3) and timer.miss_wall_s > 0
+def test_the_cycle_memo_hits_on_the_same_bucketed_shape_and_misses_on_a_new_one():
+    cost = CycleCost(LLAMA, FABRIC, CALIB, bucket_ratio=1.04)
+    first = cost.cycle_s(CycleShape(decodes=16, decode_context=16 * 1000))
+    again = cost.cycle_s(CycleShape(decodes=16, decode_context=16 * 1010))  # 1.04^176 = 995: both round there
+    other = cost.cycle_s(CycleShape(decodes=16, decode_context=16 * 1300))
+    assert (cost.hits, cost.misses) == (1, 2)
+    assert first == again and other > first
+    assert cost.hit_rate == pytest.approx(1 / 3) and cost.miss_wall_s > 0
 
 
-def test_a_cached_time_equals_the_time_of_its_bucketed_shape():
-    timer = StepTimer(LLAMA, FABRIC, CALIB, bucket_ratio=1.04)
-    cached = timer.step_time(Batch(decodes=(1000,) * 16)).total_s
-    assert timer.key(Batch(decodes=(1000,) * 16))[1] == (16, round(1.04**176))
+def test_a_cycle_time_equals_the_full_plan_of_its_bucketed_shape():
+    cost = CycleCost(LLAMA, FABRIC, CALIB, bucket_ratio=1.04)
+    cycled = cost.cycle_s(CycleShape(decodes=16, decode_context=16 * 1000))
+    assert bucket(1000, 1.04) == round(1.04**176)
     direct = time_plan(build_step(Batch(decodes=(round(1.04**176),) * 16), LLAMA), FABRIC, CALIB).total_s
-    assert cached == pytest.approx(direct)
+    assert cycled == pytest.approx(direct, rel=1e-12)
 
 
-def test_more_context_never_makes_a_step_faster():
-    timer = StepTimer(LLAMA, FABRIC, CALIB)
-    times = [timer.step_time_s(Batch(decodes=(ctx,) * 32)) for ctx in (1000, 4000, 16000, 64000)]
-    assert times == sorted(times)
+def test_more_context_never_makes_a_cycle_slower_to_compute_less():
+    cost = CycleCost(LLAMA, FABRIC, CALIB)
+    times = [cost.cycle_s(CycleShape(decodes=32, decode_context=32 * ctx)) for ctx in (1000, 4000, 16000, 64000)]
+    assert times == sorted(times) and times[0] < times[-1]
 
 
 MIXED = Batch(prefills=(PrefillChunk(700, 3000), PrefillChunk(1200, 0)), decodes=(5000, 900, 33000))
-SPEC = Batch(prefills=(PrefillChunk(64, 100),), verifies=(4000, 12000), spec_depth=3)
+SPEC = Batch(prefills=(PrefillChunk(64, 100),), verifies=(4000, 12000), drafts=3)
 
 
 @pytest.mark.parametrize("model,gpu,tp,dcp", [
@@ -65,63 +74,72 @@ SPEC = Batch(prefills=(PrefillChunk(64, 100),), verifies=(4000, 12000), spec_dep
     ("kimi-k3", "mi355x", 8, 1), ("kimi-k3", "mi355x", 8, 8), ("qwen3-235b-a22b", "b200", 4, 1),
 ])
 @pytest.mark.parametrize("batch", [MIXED, SPEC], ids=["mixed", "spec"])
-def test_layer_parts_sum_to_the_full_plan_for_every_mixer(model, gpu, tp, dcp, batch):
-    # the part split (token-count parts, prefill and decode mixer parts) must lose and double nothing
-    from simulator.cost.step_time import time_batch
-
+def test_step_parts_sum_to_the_full_plan_for_every_mixer(model, gpu, tp, dcp, batch):
+    # the split by tags (token parts, prefill and decode parts of each signature) must lose and double nothing
     d = Deployment(load_model(model), load_gpu(gpu), tp=tp, dcp=dcp)
     platform = {"h200": "h200-8", "mi355x": "mi355x-8", "b200": "b200-8"}[gpu]
     fabric, calib = build_fabric(load_platform(platform), d.gpu), load_calibration(gpu)
     full = time_plan(build_step(batch, d), fabric, calib)
-    parts = time_batch(batch, d, fabric, calib)
-    assert parts.kernel_launches == full.kernel_launches
-    assert parts.by_family_s == pytest.approx(full.by_family_s, rel=1e-12)
-    assert parts.by_collective_s == pytest.approx(full.by_collective_s, rel=1e-12)
-    assert parts.total_s == pytest.approx(full.total_s, rel=1e-12)
+    parts = StepParts(d, fabric, calib)
+    timed = parts.step_time(batch)
+    assert timed.kernel_launches == full.kernel_launches
+    assert timed.by_family_s == pytest.approx(full.by_family_s, rel=1e-12)
+    assert timed.by_collective_s == pytest.approx(full.by_collective_s, rel=1e-12)
+    assert timed.total_s == pytest.approx(full.total_s, rel=1e-12)
+    chunks = tuple((c.tokens, c.cached) for c in batch.prefills)
+    total = parts.total_s(chunks, batch.decodes, batch.verifies, batch.drafts, batch.tokens)
+    assert total == pytest.approx(full.total_s, rel=1e-12)
 
 
-def test_grouping_layers_by_signature_gives_the_full_plan_time():
-    from simulator.cost.step_time import time_batch
-
-    k3 = Deployment(load_model("kimi-k3"), load_gpu("mi355x"), tp=8)
-    fabric, calib = build_fabric(load_platform("mi355x-8"), k3.gpu), load_calibration("mi355x")
-    batch = Batch(decodes=(20000,) * 48, verifies=(9000,) * 3, spec_depth=2)
-    full = time_plan(build_step(batch, k3), fabric, calib)
-    grouped = time_batch(batch, k3, fabric, calib)
-    assert grouped.total_s == pytest.approx(full.total_s)
-    assert grouped.kernel_launches == full.kernel_launches
-    assert grouped.by_family_s == pytest.approx(full.by_family_s)
+def test_parts_of_a_mixer_that_reads_no_history_are_shared_across_lengths():
+    # KDA's recurrence carries a fixed-size state: its decode part is keyed by counts, MLA's by contexts
+    by_mixer = {s.key[1]: s for s in signatures(K3) if s.key[0] == "mixer"}
+    assert not by_mixer["kda"].decode_history and not by_mixer["kda"].prefill_history
+    assert by_mixer["mla"].decode_history and by_mixer["mla"].prefill_history
+    parts = StepParts(K3, K3_FABRIC, K3_CALIB)
+    for context in (1000, 90000):  # both exact against the full plan, whatever is shared
+        batch = Batch(decodes=(context,) * 8)
+        assert parts.total_s((), batch.decodes, (), 0, batch.tokens) == pytest.approx(full_s(batch), rel=1e-12)
 
 
-def test_the_serving_loops_total_only_path_equals_the_full_step_time():
-    k3 = Deployment(load_model("kimi-k3"), load_gpu("mi355x"), tp=8)
-    fabric, calib = build_fabric(load_platform("mi355x-8"), k3.gpu), load_calibration("mi355x")
-    fast, full = StepTimer(k3, fabric, calib), StepTimer(k3, fabric, calib)
-    for batch in (MIXED, SPEC, Batch(verifies=(30000,) * 20, spec_depth=2), Batch(decodes=(700,) * 64)):
-        key = fast.key(batch)
-        assert fast.cycle_time_s_of(key) == pytest.approx(full.step_time(batch).total_s, rel=1e-12)
-    spec = Batch(verifies=(30000,) * 20, spec_depth=2)
-    drafts = full.step_time(Batch(decodes=(30000,) * 20)).total_s
-    assert fast.cycle_time_s(spec, 0.5) == pytest.approx(full.step_time(spec).total_s + 0.5 * drafts, rel=1e-12)
+def test_every_step_item_carries_a_tag_and_only_the_lm_head_reads_sampled_positions():
+    plan = build_step(SPEC, K3)
+    assert all(isinstance(item.depends, Depends) for item in plan.items)
+    sampled = {item.name for item in plan.items if item.depends is Depends.SAMPLED}
+    assert sampled == {"lm_head", "logits", "sampling"}
 
 
-def test_token_count_parts_build_no_decode_kernels_the_options_forbid():
+def test_a_cycle_adds_the_drafter_passes_and_the_host_copies():
+    host = HostCopies(bytes_per_block=1e6, link_bytes_per_s=50e9, overlap=False)
+    cost = CycleCost(K3, K3_FABRIC, K3_CALIB, host=host)
+    verify = cost.cycle_s(CycleShape(verifies=20, verify_context=20 * 30000, drafts=2))
+    step = full_s(Batch(verifies=(bucket(30000, 1.04),) * 20, drafts=2))
+    drafter = full_s(Batch(decodes=(bucket(30000, 1.04),) * 20))
+    assert verify == pytest.approx(step + 2 * DRAFT_LAYERS / K3.model.layers * drafter, rel=1e-12)
+    copied = cost.cycle_s(CycleShape(verifies=20, verify_context=20 * 30000, drafts=2, host_blocks=100))
+    assert copied == pytest.approx(verify + 100 * 1e6 / 50e9)
+    overlapped = CycleCost(K3, K3_FABRIC, K3_CALIB, host=replace(host, overlap=True))
+    long_copy = CycleShape(decodes=1, decode_context=100, host_blocks=10**6)
+    assert overlapped.cycle_s(long_copy) == pytest.approx(1e6 * 1e6 / 50e9)
+
+
+def test_token_parts_build_no_decode_kernels_the_options_forbid():
     # 16 MLA KV splits need at least 16 tokens of context; the token-count parts must not invent tiny decodes
-    k3 = Deployment(load_model("kimi-k3"), load_gpu("mi355x"), tp=8, options=KernelOptions(mla_num_splits=16))
-    timer = StepTimer(k3, build_fabric(load_platform("mi355x-8"), k3.gpu), load_calibration("mi355x"))
-    assert timer.cycle_time_s(Batch(prefills=(PrefillChunk(900, 0),), verifies=(5000,) * 3, spec_depth=2)) > 0
+    k3 = replace(K3, options=KernelOptions(mla_num_splits=16))
+    cost = CycleCost(k3, K3_FABRIC, K3_CALIB)
+    assert cost.cycle_s(CycleShape(prefills=1, prefill_tokens=900, verifies=3, verify_context=15000, drafts=2)) > 0
+    # and a decode shorter than the split count runs with fewer partitions instead of failing mid-run
+    assert cost.cycle_s(CycleShape(decodes=4, decode_context=4 * 3)) > 0
 
 
-def test_a_step_assembled_from_memoized_parts_is_the_same_float_as_timing_it():
-    # the serving loop's miss path: a new shape whose parts were all seen before builds no batch
-    k3 = Deployment(load_model("kimi-k3"), load_gpu("mi355x"), tp=8)
-    fabric, calib = build_fabric(load_platform("mi355x-8"), k3.gpu), load_calibration("mi355x")
-    timer = StepTimer(k3, fabric, calib)
-    seen = [((1, 2000, 30000), (0, 0), (20, 9000), 2), ((1, 2000, 500), (0, 0), (20, 4000), 2)]
-    for key in seen:
-        timer.cycle_time_s_of(key)
-    mixed = ((1, 2000, 30000), (0, 0), (20, 4000), 2)  # the first key's prefill with the second's verifies
-    assembled = timer._from_parts(mixed)
-    assert assembled is not None
-    assert assembled == StepTimer(k3, fabric, calib).cycle_time_s_of(mixed)  # timed from scratch: same float
-    assert timer._from_parts(((3, 5000, 100000), (0, 0), (7, 77777), 2)) is None  # unseen parts
+def test_a_cycle_assembled_from_memoized_parts_is_the_same_float_as_timing_it_fresh():
+    # a new shape whose parts were all seen before builds no batch; the sum must not depend on the memo's history
+    warm = CycleCost(K3, K3_FABRIC, K3_CALIB)
+    for shape in (CycleShape(1, 2000, 30000, verifies=20, verify_context=20 * 9000, drafts=2),
+                  CycleShape(1, 2000, 500, verifies=20, verify_context=20 * 4000, drafts=2)):
+        warm.cycle_s(shape)
+    mixed = CycleShape(1, 2000, 30000, verifies=20, verify_context=20 * 4000, drafts=2)
+    parts_before = len(warm.parts._parts)
+    assembled = warm.cycle_s(mixed)
+    assert len(warm.parts._parts) == parts_before  # every part was memoized already
+    assert assembled == CycleCost(K3, K3_FABRIC, K3_CALIB).cycle_s(mixed)

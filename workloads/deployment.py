@@ -9,6 +9,7 @@ from types import MappingProxyType
 from hwmodels.dtypes import Dtype
 from hwmodels.roofline import LaunchMode
 from hwmodels.spec import GPU
+from hwmodels.specfile import FieldError
 from workloads.model import Mixer, ModelSpec, Part
 
 
@@ -30,12 +31,12 @@ class KernelOptions:
     overlap_collectives: bool = False  # True: collectives run beside compute (a perfect-overlap bound)
 
     def __post_init__(self) -> None:
-        if self.mla_num_splits < 1:
-            raise ValueError(f"mla_num_splits must be at least 1, got {self.mla_num_splits}")
-        if self.kda_verify_tile_cols < 1:
-            raise ValueError(f"kda_verify_tile_cols must be at least 1, got {self.kda_verify_tile_cols}")
-        if self.mla_pad_heads_to < 0 or self.dispatcher_copy_bytes < 0:
-            raise ValueError("mla_pad_heads_to and dispatcher_copy_bytes must not be negative")
+        for name in ("mla_num_splits", "kda_verify_tile_cols"):
+            if getattr(self, name) < 1:
+                raise FieldError(name, f"must be at least 1, got {getattr(self, name)}")
+        for name in ("mla_pad_heads_to", "dispatcher_copy_bytes"):
+            if getattr(self, name) < 0:
+                raise FieldError(name, f"must not be negative, got {getattr(self, name)}")
 
 
 @dataclass(frozen=True)
@@ -52,18 +53,23 @@ class Deployment:
     options: KernelOptions = field(default_factory=KernelOptions)
 
     def __post_init__(self) -> None:
+        """Checks of the plan and the options against the model; errors carry the field they name."""
         for name in ("tp", "dcp", "ep"):
             if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+                raise FieldError(name, f"{name} must be at least 1, got {getattr(self, name)}")
         m = self.model
         for mixer, heads in self.head_counts().items():
             if heads % self.tp:
-                raise ValueError(f"tp={self.tp} does not divide {m.name}'s {heads} {mixer.value} heads "
-                                 f"(valid tp: {', '.join(str(d) for d in _divisors(heads))})")
+                raise FieldError("tp", f"tp={self.tp} does not divide {m.name}'s {heads} {mixer.value} heads "
+                                       f"(valid tp: {', '.join(str(d) for d in _divisors(heads))})")
         if self.tp % self.dcp:
-            raise ValueError(f"dcp={self.dcp} must divide tp={self.tp} (DCP shards history over TP ranks)")
+            raise FieldError("dcp", f"dcp={self.dcp} must divide tp={self.tp} (DCP shards history over TP ranks)")
         if self.ep > 1 and (m.moe is None or m.moe.experts % self.ep or self.tp % self.ep):
-            raise ValueError(f"ep={self.ep} must divide tp={self.tp} and the model's experts")
+            raise FieldError("ep", f"ep={self.ep} must divide tp={self.tp} and the model's experts")
+        tile_cols = self.options.kda_verify_tile_cols
+        if m.kda is not None and tile_cols > m.kda.head_dim:
+            raise FieldError("kda_verify_tile_cols", f"{tile_cols} exceeds {m.name}'s KDA head_dim {m.kda.head_dim} "
+                                                     f"(valid: 1..{m.kda.head_dim})")
         object.__setattr__(self, "weights", MappingProxyType({**m.weights, **self.weights}))
 
     def head_counts(self) -> dict[Mixer, int]:

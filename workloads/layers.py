@@ -31,9 +31,11 @@ from workloads.kernels import (
     RmsNorm,
 )
 from workloads.model import Mixer, Part
-from workloads.step import Batch, StepItem
+from workloads.step import Batch, Depends, StepItem, StepPlan
 
 T = TypeVar("T")
+TOKENS, SAMPLED, DECODES = Depends.TOKENS, Depends.SAMPLED, Depends.DECODES
+PREFILLS, PREFILL_HISTORY, DECODE_HISTORY = Depends.PREFILLS, Depends.PREFILL_HISTORY, Depends.DECODE_HISTORY
 ACT_BYTES = 2  # bf16 activations on the wire
 SWIGLU_OPS = 4  # silu (sigmoid, multiply) and the gate product, per value
 GATED_NORM_OPS = 6  # KDA's gated RMSNorm on the output, per value
@@ -45,13 +47,13 @@ def _make(cls: type[KernelKind], **fields: object) -> KernelKind:
     return cls(**fields)
 
 
-def _k(layer: int, name: str, kernel: KernelKind) -> StepItem:
-    return StepItem(layer, name, kernel=kernel)
+def _k(layer: int, name: str, depends: Depends, kernel: KernelKind) -> StepItem:
+    return StepItem(layer, name, depends, kernel=kernel)
 
 
-def _c(layer: int, name: str, op: CollectiveOp, payload: float, group: int) -> Iterator[StepItem]:
+def _c(layer: int, name: str, depends: Depends, op: CollectiveOp, payload: float, group: int) -> Iterator[StepItem]:
     if group > 1:
-        yield StepItem(layer, name, collective=Collective(op, payload, group, name))
+        yield StepItem(layer, name, depends, collective=Collective(op, payload, group, name))
 
 
 def _gemm(d: Deployment, part: Part, m: int, n: int, k: int) -> Gemm:
@@ -86,38 +88,30 @@ def _mean(values: tuple[int, ...]) -> int:
 def pre_stack_items(batch: Batch, d: Deployment) -> Iterator[StepItem]:
     """Vocab-parallel embedding lookup and its all-reduce."""
     h = d.model.hidden_size
-    yield _k(0, "embedding", _make(Copy, size_bytes=batch.tokens * h * ACT_BYTES))
-    yield from _c(0, "embedding", CollectiveOp.ALL_REDUCE, batch.tokens * h * ACT_BYTES, d.tp)
+    yield _k(0, "embedding", TOKENS, _make(Copy, size_bytes=batch.tokens * h * ACT_BYTES))
+    yield from _c(0, "embedding", TOKENS, CollectiveOp.ALL_REDUCE, batch.tokens * h * ACT_BYTES, d.tp)
 
 
 def post_stack_items(batch: Batch, d: Deployment) -> Iterator[StepItem]:
     """Final norm, the vocab-parallel LM head on sampled positions, the logits gather and sampling."""
     m, last = d.model, d.model.layers + 1
     sampled, vocab = batch.sampled_tokens, m.vocab_size
-    yield _k(last, "final_norm", _make(RmsNorm, tokens=batch.tokens, hidden=m.hidden_size))
-    yield _k(last, "lm_head", _gemm(d, Part.EMBEDDING, sampled, cdiv(vocab, d.tp), m.hidden_size))
-    yield from _c(last, "logits", CollectiveOp.ALL_GATHER, sampled * cdiv(vocab, d.tp) * 4, d.tp)
-    yield _k(last, "sampling", _make(Elementwise, elements=sampled * vocab, inputs=1, ops_per_element=4, dtype="fp32"))
+    yield _k(last, "final_norm", TOKENS, _make(RmsNorm, tokens=batch.tokens, hidden=m.hidden_size))
+    yield _k(last, "lm_head", SAMPLED, _gemm(d, Part.EMBEDDING, sampled, cdiv(vocab, d.tp), m.hidden_size))
+    yield from _c(last, "logits", SAMPLED, CollectiveOp.ALL_GATHER, sampled * cdiv(vocab, d.tp) * 4, d.tp)
+    yield _k(last, "sampling", SAMPLED,
+             _make(Elementwise, elements=sampled * vocab, inputs=1, ops_per_element=4, dtype="fp32"))
 
 
-# Whether a mixer's prefill and decode items read history lengths (cached prefix, decode contexts). The
-# KDA recurrence carries a fixed-size state, so its items depend on sequence counts and chunk sizes only;
-# the step cache then shares its parts across lengths (a test holds the parts to the full plan).
-READS_HISTORY = {Mixer.MLA: True, Mixer.GQA: True, Mixer.KDA: False}
 
-SAMPLED_ITEMS = frozenset({"lm_head", "logits", "sampling"})  # around the stack, by sampled positions only
 
-# Mixer items that depend on the batch's sequences (kinds, counts, lengths), not only on its token
-# count. The step cache keys them by the prefill chunks, or by the decodes and verifies; a test holds
-# the split to the full plan, so an item missing here shows up as a difference there.
-PREFILL_ITEMS = frozenset({"mla.kv_b", "mla.prefill_attention", "kda.prefill", "gqa.prefill_attention"})
-DECODE_ITEMS = frozenset({
-    "mla.absorb_k", "mla.dcp_query_exchange", "mla.decode", "mla.dcp_partial_exchange", "mla.dcp_merge",
-    "mla.absorb_v", "kda.decode", "kda.verify",
-    *(f"gqa.{what}_{kind}" for kind in ("decode", "verify")
-      for what in ("dcp_query_exchange", "dcp_partial_exchange")),
-    "gqa.decode_attention", "gqa.verify_attention",
-})
+def build_step(batch: Batch, deployment: Deployment) -> StepPlan:
+    """The kernel and collective list of one step of `batch` on every rank of `deployment`."""
+    items = list(pre_stack_items(batch, deployment))
+    for layer in range(1, deployment.model.layers + 1):
+        items.extend(layer_items(layer, batch, deployment))
+    items.extend(post_stack_items(batch, deployment))
+    return StepPlan(deployment, batch, tuple(items))
 
 
 def layer_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
@@ -140,10 +134,10 @@ def input_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     m, t = d.model, batch.tokens
     sources = attnres_sources(layer, d)
     if sources:
-        yield _k(layer, "attnres_mix", _make(AttnResMix, tokens=t, hidden=m.hidden_size, sources=sources,
+        yield _k(layer, "attnres_mix", TOKENS, _make(AttnResMix, tokens=t, hidden=m.hidden_size, sources=sources,
                                                   fused_norm=d.options.attnres_norm_fused))
     else:
-        yield _k(layer, "input_norm", _make(AddRmsNorm, tokens=t, hidden=m.hidden_size))
+        yield _k(layer, "input_norm", TOKENS, _make(AddRmsNorm, tokens=t, hidden=m.hidden_size))
 
 
 def mixer_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
@@ -160,7 +154,7 @@ def mixer_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
 def ffn_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     """The post-attention norm, then the MoE or dense MLP. Depends on the batch's token count only."""
     m, t = d.model, batch.tokens
-    yield _k(layer, "post_attention_norm", _make(AddRmsNorm, tokens=t, hidden=m.hidden_size))
+    yield _k(layer, "post_attention_norm", TOKENS, _make(AddRmsNorm, tokens=t, hidden=m.hidden_size))
     if m.is_moe_layer(layer):
         yield from _moe_items(layer, batch, d)
     else:
@@ -169,8 +163,8 @@ def ffn_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
 
 def _output_projection(layer: int, name: str, t: int, width: int, d: Deployment) -> Iterator[StepItem]:
     h = d.model.hidden_size
-    yield _k(layer, f"{name}.o_proj", _gemm(d, Part.ATTENTION, t, h, width))
-    yield from _c(layer, f"{name}.output", CollectiveOp.ALL_REDUCE, t * h * ACT_BYTES, d.tp)
+    yield _k(layer, f"{name}.o_proj", TOKENS, _gemm(d, Part.ATTENTION, t, h, width))
+    yield from _c(layer, f"{name}.output", TOKENS, CollectiveOp.ALL_REDUCE, t * h * ACT_BYTES, d.tp)
 
 
 def _mla_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
@@ -179,43 +173,47 @@ def _mla_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     h, o = a.heads // d.tp, d.options
     qk = a.qk_nope_head_dim + a.qk_rope_head_dim
     if a.q_lora_rank:
-        yield _k(layer, "mla.q_a", _gemm(d, Part.ATTENTION, t, a.q_lora_rank, hid))
-        yield _k(layer, "mla.q_a_norm", _make(RmsNorm, tokens=t, hidden=a.q_lora_rank))
-    yield _k(layer, "mla.q_b", _gemm(d, Part.ATTENTION, t, h * qk, a.q_lora_rank or hid))
-    yield _k(layer, "mla.kv_a", _gemm(d, Part.ATTENTION, t, a.latent_width, hid))
-    yield _k(layer, "mla.kv_a_norm", _make(RmsNorm, tokens=t, hidden=a.kv_lora_rank))
-    positions = batch.spec_depth + 1
+        yield _k(layer, "mla.q_a", TOKENS, _gemm(d, Part.ATTENTION, t, a.q_lora_rank, hid))
+        yield _k(layer, "mla.q_a_norm", TOKENS, _make(RmsNorm, tokens=t, hidden=a.q_lora_rank))
+    yield _k(layer, "mla.q_b", TOKENS, _gemm(d, Part.ATTENTION, t, h * qk, a.q_lora_rank or hid))
+    yield _k(layer, "mla.kv_a", TOKENS, _gemm(d, Part.ATTENTION, t, a.latent_width, hid))
+    yield _k(layer, "mla.kv_a_norm", TOKENS, _make(RmsNorm, tokens=t, hidden=a.kv_lora_rank))
+    positions = batch.verify_positions
     queries = len(batch.decodes) + len(batch.verifies) * positions
     if queries:
-        yield _k(layer, "mla.absorb_k", _gemm(d, Part.ATTENTION, queries, h * a.kv_lora_rank, a.qk_nope_head_dim))
-        yield from _c(layer, "mla.dcp_query_exchange", CollectiveOp.ALL_GATHER,
+        yield _k(layer, "mla.absorb_k", DECODES,
+                 _gemm(d, Part.ATTENTION, queries, h * a.kv_lora_rank, a.qk_nope_head_dim))
+        yield from _c(layer, "mla.dcp_query_exchange", DECODES, CollectiveOp.ALL_GATHER,
                       queries * h * a.latent_width * ACT_BYTES, d.dcp)
         for contexts, per_seq in ((batch.decodes, 1), (batch.verifies, positions)):
             if contexts:
-                # DCP: each rank attends the whole group's heads over its own share of the positions
-                yield _k(layer, "mla.decode", MlaDecode(
-                    seqs=len(contexts), context=max(1, cdiv(_mean(contexts) + 1, d.dcp)),
+                # DCP: each rank attends the whole group's heads over its own share of the positions;
+                # a split kernel never makes more partitions than positions (short contexts use fewer)
+                context = max(1, cdiv(_mean(contexts) + 1, d.dcp))
+                yield _k(layer, "mla.decode", DECODE_HISTORY, MlaDecode(
+                    seqs=len(contexts), context=context,
                     heads=h * per_seq * d.dcp, kv_lora=a.kv_lora_rank, rope_dim=a.qk_rope_head_dim,
-                    num_splits=o.mla_num_splits, pad_heads_to=o.mla_pad_heads_to * per_seq * d.dcp,
+                    num_splits=min(o.mla_num_splits, context), pad_heads_to=o.mla_pad_heads_to * per_seq * d.dcp,
                     kv_dtype=d.kv_dtype))
         if d.dcp > 1:
             partials = queries * h * d.dcp * (a.kv_lora_rank * 4 + 4)  # fp32 output + log-sum-exp per head
-            yield from _c(layer, "mla.dcp_partial_exchange", CollectiveOp.ALL_TO_ALL, partials, d.dcp)
-            yield _k(layer, "mla.dcp_merge", _make(Elementwise, elements=queries * h * a.kv_lora_rank, inputs=d.dcp,
+            yield from _c(layer, "mla.dcp_partial_exchange", DECODES, CollectiveOp.ALL_TO_ALL, partials, d.dcp)
+            yield _k(layer, "mla.dcp_merge", DECODES,
+                     _make(Elementwise, elements=queries * h * a.kv_lora_rank, inputs=d.dcp,
                                                          ops_per_element=3 * d.dcp, dtype="fp32"))
-        yield _k(layer, "mla.absorb_v", _gemm(d, Part.ATTENTION, queries, h * a.v_head_dim, a.kv_lora_rank))
+        yield _k(layer, "mla.absorb_v", DECODES, _gemm(d, Part.ATTENTION, queries, h * a.v_head_dim, a.kv_lora_rank))
     if batch.prefills:
         tokens = tuple(c.tokens for c in batch.prefills)
         cached = tuple(c.cached for c in batch.prefills)
         history = sum(tokens) + sum(cached)
         up_width = h * (a.qk_nope_head_dim + a.v_head_dim)
-        yield _k(layer, "mla.kv_b", _gemm(d, Part.ATTENTION, history, up_width, a.kv_lora_rank))
-        yield _k(layer, "mla.prefill_attention", AttentionPrefill(
+        yield _k(layer, "mla.kv_b", PREFILL_HISTORY, _gemm(d, Part.ATTENTION, history, up_width, a.kv_lora_rank))
+        yield _k(layer, "mla.prefill_attention", PREFILL_HISTORY, AttentionPrefill(
             seqs=len(tokens), q_len=_mean(tokens), heads=h, kv_heads=h, head_dim=qk, cached=_mean(cached)))
     width = h * a.v_head_dim
     if a.output_gate:
-        yield _k(layer, "mla.gate", _gemm(d, Part.ATTENTION, t, width, hid))
-        yield _k(layer, "mla.gate_mul", _make(Elementwise, elements=t * width, inputs=2, ops_per_element=4))
+        yield _k(layer, "mla.gate", TOKENS, _gemm(d, Part.ATTENTION, t, width, hid))
+        yield _k(layer, "mla.gate_mul", TOKENS, _make(Elementwise, elements=t * width, inputs=2, ops_per_element=4))
     yield from _output_projection(layer, "mla", t, width, d)
 
 
@@ -224,30 +222,34 @@ def _kda_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     a, hid, t, o = _section(d.model.kda, "kda"), d.model.hidden_size, batch.tokens, d.options
     h, k = a.heads // d.tp, a.head_dim
     width = h * k
-    yield _k(layer, "kda.qkv", _gemm(d, Part.ATTENTION, t, 3 * width, hid))
+    yield _k(layer, "kda.qkv", TOKENS, _gemm(d, Part.ATTENTION, t, 3 * width, hid))
     if a.full_rank_gate:
-        yield _k(layer, "kda.decay_gate", _gemm(d, Part.ATTENTION, t, width, hid))
+        yield _k(layer, "kda.decay_gate", TOKENS, _gemm(d, Part.ATTENTION, t, width, hid))
     else:
-        yield _k(layer, "kda.decay_gate_a", _gemm(d, Part.ATTENTION, t, k, hid))
-        yield _k(layer, "kda.decay_gate_b", _gemm(d, Part.ATTENTION, t, width, k))
-    yield _k(layer, "kda.beta", _gemm(d, Part.ATTENTION, t, h, hid))
-    yield _k(layer, "kda.output_gate_a", _gemm(d, Part.ATTENTION, t, k, hid))
-    yield _k(layer, "kda.output_gate_b", _gemm(d, Part.ATTENTION, t, width, k))
-    yield _k(layer, "kda.short_conv", _make(Elementwise, elements=t * 3 * width, inputs=1,
+        yield _k(layer, "kda.decay_gate_a", TOKENS, _gemm(d, Part.ATTENTION, t, k, hid))
+        yield _k(layer, "kda.decay_gate_b", TOKENS, _gemm(d, Part.ATTENTION, t, width, k))
+    yield _k(layer, "kda.beta", TOKENS, _gemm(d, Part.ATTENTION, t, h, hid))
+    yield _k(layer, "kda.output_gate_a", TOKENS, _gemm(d, Part.ATTENTION, t, k, hid))
+    yield _k(layer, "kda.output_gate_b", TOKENS, _gemm(d, Part.ATTENTION, t, width, k))
+    yield _k(layer, "kda.short_conv", TOKENS, _make(Elementwise, elements=t * 3 * width, inputs=1,
                                             ops_per_element=2 * a.conv_kernel))
     if o.dispatcher_copies:
-        yield _k(layer, "kda.dispatcher_copy", _make(Copy, size_bytes=o.dispatcher_copy_bytes))
+        yield _k(layer, "kda.dispatcher_copy", TOKENS, _make(Copy, size_bytes=o.dispatcher_copy_bytes))
     if batch.decodes:
-        yield _k(layer, "kda.decode", _make(KdaDecode, seqs=len(batch.decodes), heads=h, key_dim=k, value_dim=k,
+        yield _k(layer, "kda.decode", DECODES,
+                 _make(KdaDecode, seqs=len(batch.decodes), heads=h, key_dim=k, value_dim=k,
                                                fused=o.kda_decode_fused))
     if batch.verifies:
-        yield _k(layer, "kda.verify", _make(KdaVerify, seqs=len(batch.verifies), positions=batch.spec_depth + 1,
+        yield _k(layer, "kda.verify", DECODES,
+                 _make(KdaVerify, seqs=len(batch.verifies), positions=batch.verify_positions,
                                             heads=h, head_dim=k, tile_cols=o.kda_verify_tile_cols))
     if batch.prefills:
         tokens = tuple(c.tokens for c in batch.prefills)
-        yield _k(layer, "kda.prefill", _make(KdaPrefill, seqs=len(tokens), tokens=_mean(tokens), heads=h, key_dim=k,
+        yield _k(layer, "kda.prefill", PREFILLS,
+                 _make(KdaPrefill, seqs=len(tokens), tokens=_mean(tokens), heads=h, key_dim=k,
                                                  value_dim=k, grouped_scan=o.kda_prefill_grouped_scan))
-    yield _k(layer, "kda.gated_norm", _make(Elementwise, elements=t * width, inputs=2, ops_per_element=GATED_NORM_OPS))
+    yield _k(layer, "kda.gated_norm", TOKENS,
+             _make(Elementwise, elements=t * width, inputs=2, ops_per_element=GATED_NORM_OPS))
     yield from _output_projection(layer, "kda", t, width, d)
 
 
@@ -256,25 +258,25 @@ def _gqa_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     a, hid, t = _section(d.model.gqa, "gqa"), d.model.hidden_size, batch.tokens
     h, kv = a.heads // d.tp, max(1, a.kv_heads // d.tp)
     if a.q_lora_rank:
-        yield _k(layer, "gqa.q_a", _gemm(d, Part.ATTENTION, t, a.q_lora_rank, hid))
-        yield _k(layer, "gqa.q_b", _gemm(d, Part.ATTENTION, t, h * a.head_dim, a.q_lora_rank))
-        yield _k(layer, "gqa.kv", _gemm(d, Part.ATTENTION, t, 2 * kv * a.head_dim, hid))
+        yield _k(layer, "gqa.q_a", TOKENS, _gemm(d, Part.ATTENTION, t, a.q_lora_rank, hid))
+        yield _k(layer, "gqa.q_b", TOKENS, _gemm(d, Part.ATTENTION, t, h * a.head_dim, a.q_lora_rank))
+        yield _k(layer, "gqa.kv", TOKENS, _gemm(d, Part.ATTENTION, t, 2 * kv * a.head_dim, hid))
     else:
-        yield _k(layer, "gqa.qkv", _gemm(d, Part.ATTENTION, t, (h + 2 * kv) * a.head_dim, hid))
-    positions = batch.spec_depth + 1
+        yield _k(layer, "gqa.qkv", TOKENS, _gemm(d, Part.ATTENTION, t, (h + 2 * kv) * a.head_dim, hid))
+    positions = batch.verify_positions
     for name, contexts, q_len in (("decode", batch.decodes, 1), ("verify", batch.verifies, positions)):
         if contexts:
-            yield from _c(layer, f"gqa.dcp_query_exchange_{name}", CollectiveOp.ALL_GATHER,
+            yield from _c(layer, f"gqa.dcp_query_exchange_{name}", DECODES, CollectiveOp.ALL_GATHER,
                           len(contexts) * q_len * h * a.head_dim * ACT_BYTES, d.dcp)
-            yield _k(layer, f"gqa.{name}_attention", AttentionPrefill(
+            yield _k(layer, f"gqa.{name}_attention", DECODE_HISTORY, AttentionPrefill(
                 seqs=len(contexts), q_len=q_len, heads=h * d.dcp, kv_heads=kv, head_dim=a.head_dim,
                 cached=cdiv(_mean(contexts), d.dcp)))
-            yield from _c(layer, f"gqa.dcp_partial_exchange_{name}", CollectiveOp.ALL_TO_ALL,
+            yield from _c(layer, f"gqa.dcp_partial_exchange_{name}", DECODES, CollectiveOp.ALL_TO_ALL,
                           len(contexts) * q_len * h * d.dcp * (a.head_dim * 4 + 4), d.dcp)
     if batch.prefills:
         tokens = tuple(c.tokens for c in batch.prefills)
         cached = tuple(c.cached for c in batch.prefills)
-        yield _k(layer, "gqa.prefill_attention", AttentionPrefill(
+        yield _k(layer, "gqa.prefill_attention", PREFILL_HISTORY, AttentionPrefill(
             seqs=len(tokens), q_len=_mean(tokens), heads=h, kv_heads=kv, head_dim=a.head_dim, cached=_mean(cached)))
     yield from _output_projection(layer, "gqa", t, h * a.head_dim, d)
 
@@ -282,10 +284,10 @@ def _gqa_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
 def _dense_mlp_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     m, t = d.model, batch.tokens
     inter = cdiv(m.intermediate_size, d.tp)
-    yield _k(layer, "mlp.gate_up", _gemm(d, Part.DENSE_MLP, t, 2 * inter, m.hidden_size))
-    yield _k(layer, "mlp.act", _make(Elementwise, elements=t * inter, inputs=2, ops_per_element=SWIGLU_OPS))
-    yield _k(layer, "mlp.down", _gemm(d, Part.DENSE_MLP, t, m.hidden_size, inter))
-    yield from _c(layer, "mlp.output", CollectiveOp.ALL_REDUCE, t * m.hidden_size * ACT_BYTES, d.tp)
+    yield _k(layer, "mlp.gate_up", TOKENS, _gemm(d, Part.DENSE_MLP, t, 2 * inter, m.hidden_size))
+    yield _k(layer, "mlp.act", TOKENS, _make(Elementwise, elements=t * inter, inputs=2, ops_per_element=SWIGLU_OPS))
+    yield _k(layer, "mlp.down", TOKENS, _gemm(d, Part.DENSE_MLP, t, m.hidden_size, inter))
+    yield from _c(layer, "mlp.output", TOKENS, CollectiveOp.ALL_REDUCE, t * m.hidden_size * ACT_BYTES, d.tp)
 
 
 def active_experts(experts: int, routings: int) -> float:
@@ -304,35 +306,39 @@ def _moe_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     moe = _section(m.moe, "moe")
     hid, width = m.hidden_size, moe.latent_size or m.hidden_size
     routed_dt = _math_dtype(d, Part.ROUTED_EXPERTS)
-    yield _k(layer, "moe.router", _gemm(d, Part.SHARED_EXPERTS, t, moe.experts, hid))
-    yield _k(layer, "moe.topk", _make(Elementwise, elements=t * moe.experts, inputs=1, ops_per_element=4, dtype="fp32"))
+    yield _k(layer, "moe.router", TOKENS, _gemm(d, Part.SHARED_EXPERTS, t, moe.experts, hid))
+    yield _k(layer, "moe.topk", TOKENS,
+             _make(Elementwise, elements=t * moe.experts, inputs=1, ops_per_element=4, dtype="fp32"))
     if moe.latent_size:
-        yield _k(layer, "moe.latent_down", _gemm(d, Part.SHARED_EXPERTS, t, cdiv(width, d.tp), hid))
-        yield from _c(layer, "moe.latent_gather", CollectiveOp.ALL_GATHER, t * cdiv(width, d.tp) * ACT_BYTES, d.tp)
-        yield _k(layer, "moe.latent_norm", _make(RmsNorm, tokens=t, hidden=width))
+        yield _k(layer, "moe.latent_down", TOKENS, _gemm(d, Part.SHARED_EXPERTS, t, cdiv(width, d.tp), hid))
+        yield from _c(layer, "moe.latent_gather", TOKENS,
+                      CollectiveOp.ALL_GATHER, t * cdiv(width, d.tp) * ACT_BYTES, d.tp)
+        yield _k(layer, "moe.latent_norm", TOKENS, _make(RmsNorm, tokens=t, hidden=width))
     local_experts = moe.experts // d.ep
     inter = cdiv(moe.expert_intermediate_size, d.tp // d.ep)
     routings = t * moe.top_k / d.ep
     active = max(1, round(active_experts(moe.experts, t * moe.top_k) * local_experts / moe.experts))
     per_expert = math.ceil(routings / active)
     tile = _moe_tile_m(per_expert)
-    yield _k(layer, "moe.routed_up", _make(MoeGemm, experts=active, tokens_per_expert=per_expert, n=2 * inter, k=width,
+    yield _k(layer, "moe.routed_up", TOKENS,
+             _make(MoeGemm, experts=active, tokens_per_expert=per_expert, n=2 * inter, k=width,
                                             dtype=routed_dt, tile_m=tile))
-    yield _k(layer, "moe.routed_act", _make(Elementwise, elements=active * per_expert * inter, inputs=2,
+    yield _k(layer, "moe.routed_act", TOKENS, _make(Elementwise, elements=active * per_expert * inter, inputs=2,
                                                   ops_per_element=SWIGLU_OPS))
-    yield _k(layer, "moe.routed_down", _make(MoeGemm, experts=active, tokens_per_expert=per_expert, n=width, k=inter,
+    yield _k(layer, "moe.routed_down", TOKENS,
+             _make(MoeGemm, experts=active, tokens_per_expert=per_expert, n=width, k=inter,
                                               dtype=routed_dt, tile_m=tile))
     if moe.latent_size:
-        yield from _c(layer, "moe.latent_reduce", CollectiveOp.ALL_REDUCE, t * width * ACT_BYTES, d.tp)
-        yield _k(layer, "moe.latent_out_norm", _make(RmsNorm, tokens=t, hidden=width))
+        yield from _c(layer, "moe.latent_reduce", TOKENS, CollectiveOp.ALL_REDUCE, t * width * ACT_BYTES, d.tp)
+        yield _k(layer, "moe.latent_out_norm", TOKENS, _make(RmsNorm, tokens=t, hidden=width))
         # BRIEF mechanism 3: before, every rank projects all `hid` outputs of the same latent input;
         # with ownership each projects only its own coordinates into its shared-expert partial
         out = cdiv(hid, d.tp) if o.moe_output_dedup else hid
-        yield _k(layer, "moe.routed_out_proj", _gemm(d, Part.SHARED_EXPERTS, t, out, width))
+        yield _k(layer, "moe.routed_out_proj", TOKENS, _gemm(d, Part.SHARED_EXPERTS, t, out, width))
     if moe.shared_experts:
         inter_shared = cdiv(moe.shared_experts * moe.expert_intermediate_size, d.tp)
-        yield _k(layer, "moe.shared_gate_up", _gemm(d, Part.SHARED_EXPERTS, t, 2 * inter_shared, hid))
-        yield _k(layer, "moe.shared_act", _make(Elementwise, elements=t * inter_shared, inputs=2,
+        yield _k(layer, "moe.shared_gate_up", TOKENS, _gemm(d, Part.SHARED_EXPERTS, t, 2 * inter_shared, hid))
+        yield _k(layer, "moe.shared_act", TOKENS, _make(Elementwise, elements=t * inter_shared, inputs=2,
                                                       ops_per_element=SWIGLU_OPS))
-        yield _k(layer, "moe.shared_down", _gemm(d, Part.SHARED_EXPERTS, t, hid, inter_shared))
-    yield from _c(layer, "moe.output", CollectiveOp.ALL_REDUCE, t * hid * ACT_BYTES, d.tp)
+        yield _k(layer, "moe.shared_down", TOKENS, _gemm(d, Part.SHARED_EXPERTS, t, hid, inter_shared))
+    yield from _c(layer, "moe.output", TOKENS, CollectiveOp.ALL_REDUCE, t * hid * ACT_BYTES, d.tp)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from enum import Enum
 
 from workloads.collectives import Collective
 from workloads.deployment import Deployment
@@ -34,27 +35,42 @@ class Batch:
 
     prefills: tuple[PrefillChunk, ...] = ()
     decodes: tuple[int, ...] = ()  # context length (history before the new token) of each decode
-    verifies: tuple[int, ...] = ()  # context length of each sequence verifying `spec_depth` drafts
-    spec_depth: int = 0  # k: drafts per verifying sequence; it verifies k + 1 positions
+    verifies: tuple[int, ...] = ()  # context length of each sequence verifying `drafts` draft tokens
+    drafts: int = 0  # draft tokens per verifying sequence (scenario key spec_decode.drafts)
 
     def __post_init__(self) -> None:
         if min(self.decodes, default=0) < 0 or min(self.verifies, default=0) < 0:
             raise ValueError("context lengths must not be negative")
-        if self.verifies and self.spec_depth < 1:
-            raise ValueError("verifies need spec_depth >= 1")
+        if self.verifies and self.drafts < 1:
+            raise ValueError("verifies need drafts >= 1")
         if not (self.prefills or self.decodes or self.verifies):
             raise ValueError("an empty batch has no step")
 
     @property
+    def verify_positions(self) -> int:
+        """Positions each verifying sequence computes: its drafts and the bonus token."""
+        return self.drafts + 1
+
+    @property
     def tokens(self) -> int:
         """Tokens the dense layers process this step."""
-        return (sum(c.tokens for c in self.prefills) + len(self.decodes)
-                + len(self.verifies) * (self.spec_depth + 1))
+        return sum(c.tokens for c in self.prefills) + len(self.decodes) + len(self.verifies) * self.verify_positions
 
     @property
     def sampled_tokens(self) -> int:
         """Positions whose logits are computed: each decode, each verify position, each prefill's last."""
-        return len(self.prefills) + len(self.decodes) + len(self.verifies) * (self.spec_depth + 1)
+        return len(self.prefills) + len(self.decodes) + len(self.verifies) * self.verify_positions
+
+
+class Depends(Enum):
+    """What a step item's cost depends on; the cost layer memoizes the item's time by exactly that."""
+
+    TOKENS = "tokens"  # the batch's token count
+    SAMPLED = "sampled"  # the positions whose logits are computed
+    PREFILLS = "prefills"  # the prefill chunks' new-token counts
+    PREFILL_HISTORY = "prefill_history"  # the prefill chunks and their cached prefixes
+    DECODES = "decodes"  # how many decodes and verifies there are, and the drafts
+    DECODE_HISTORY = "decode_history"  # the decodes' and verifies' context lengths too
 
 
 @dataclass(frozen=True)
@@ -63,6 +79,7 @@ class StepItem:
 
     layer: int  # 1-based layer, 0 before the stack, layers + 1 after it
     name: str  # what it computes, e.g. "mla.q_b", "moe.routed_up"
+    depends: Depends  # what of the batch its cost depends on
     kernel: KernelKind | None = None
     collective: Collective | None = None
 
@@ -87,16 +104,6 @@ class StepPlan:
     def collectives(self) -> list[StepItem]:
         return [i for i in self.items if i.collective is not None]
 
-
-def build_step(batch: Batch, deployment: Deployment) -> StepPlan:
-    """The kernel and collective list of one step of `batch` on every rank of `deployment`."""
-    from workloads.layers import layer_items, post_stack_items, pre_stack_items
-
-    items = list(pre_stack_items(batch, deployment))
-    for layer in range(1, deployment.model.layers + 1):
-        items.extend(layer_items(layer, batch, deployment))
-    items.extend(post_stack_items(batch, deployment))
-    return StepPlan(deployment, batch, tuple(items))
 
 
 _SHAPE = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*(?:@\s*(\d+))?\s*$")

@@ -1,0 +1,112 @@
+"""The one question the serving loop asks per engine cycle: how long does a cycle of this shape take?
+
+A cycle is one engine step (prefill chunks, decodes, speculative verifies), the drafter's passes
+over the verifying sequences, and the KV blocks copied to or from the host tier. Cycles are
+memoized by a bucketed shape: counts of prefills, decodes and verifies stay exact, and their mean
+token counts and context lengths round to the nearest power of `bucket_ratio` (1.04: within about
+2%), which is how the step model aggregates them anyway. Everything behind `cycle_s` (buckets,
+memos, parts) is this module's and `step_parts`' business; the serving loop sees a duration.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+
+from hwmodels.calibration import Calibration
+from hwmodels.interconnect import Fabric
+from simulator.cost.step_parts import StepParts
+from workloads.codecs import Codec
+from workloads.deployment import Deployment
+
+# Assumption: an MTP draft token costs about one layer of the main model's decode step (the MTP
+# head is one transformer block and shares the LM head); a drafter pass costs this share of a step.
+DRAFT_LAYERS = 1.0
+
+
+@dataclass(frozen=True, slots=True)
+class CycleShape:
+    """What one engine cycle computes, as counts and token sums (no per-sequence lists)."""
+
+    prefills: int = 0
+    prefill_tokens: int = 0  # new tokens of all prefill chunks
+    prefill_cached: int = 0  # tokens already cached before those chunks
+    decodes: int = 0
+    decode_context: int = 0  # history tokens of all decodes
+    verifies: int = 0  # sequences verifying `drafts` draft tokens each
+    verify_context: int = 0  # history tokens of all verifying sequences
+    drafts: int = 0  # draft tokens per verifying sequence; the drafter makes `drafts` passes over them
+    host_blocks: int = 0  # KV blocks copied to or from host DRAM during the cycle
+
+
+@dataclass(frozen=True)
+class HostCopies:
+    """The PCIe copies of the host KV tier: bytes per block, usable bandwidth, and whether they overlap compute."""
+
+    bytes_per_block: float = 0.0
+    link_bytes_per_s: float = 0.0
+    overlap: bool = True  # True: copies run beside compute; False: they add to the cycle
+
+
+def bucket(value: float, ratio: float) -> int:
+    """`value` rounded to the nearest power of `ratio` (exact up to 64): a relative error of at most ~ratio/2."""
+    if value <= 64:
+        return round(value)
+    return round(ratio ** round(math.log(value) / math.log(ratio)))
+
+
+class CycleCost:
+    """Cycle times of one deployment. Counts its memo hits, misses and the wall seconds spent on misses."""
+
+    def __init__(self, deployment: Deployment, fabric: Fabric, calib: Calibration, quickreduce: Codec | None = None,
+                 host: HostCopies = HostCopies(), bucket_ratio: float = 1.04):
+        self.deployment, self.host, self.bucket_ratio = deployment, host, bucket_ratio
+        self.parts = StepParts(deployment, fabric, calib, quickreduce)
+        self.draft_fraction = DRAFT_LAYERS / deployment.model.layers
+        self.hits = self.misses = 0
+        self.miss_wall_s = 0.0
+        self._cycles: dict[tuple, float] = {}
+        self._steps: dict[tuple, float] = {}
+
+    def cycle_s(self, shape: CycleShape) -> float:
+        """Seconds of one engine cycle of this shape."""
+        r = self.bucket_ratio
+        key = ((shape.prefills, bucket(shape.prefill_tokens / max(1, shape.prefills), r),
+                bucket(shape.prefill_cached / max(1, shape.prefills), r)),
+               (shape.decodes, bucket(shape.decode_context / max(1, shape.decodes), r)),
+               (shape.verifies, bucket(shape.verify_context / max(1, shape.verifies), r)),
+               shape.drafts if shape.verifies else 0)
+        total = self._cycles.get(key)
+        if total is None:
+            start = time.perf_counter()
+            total = self._step_s(key)
+            if key[3]:  # the drafter decodes the verifying sequences once per draft token
+                total += key[3] * self.draft_fraction * self._step_s(((0, 0, 0), key[2], (0, 0), 0))
+            self._cycles[key] = total
+            self.misses += 1
+            self.miss_wall_s += time.perf_counter() - start
+        else:
+            self.hits += 1
+        if shape.host_blocks:
+            copy_s = shape.host_blocks * self.host.bytes_per_block / self.host.link_bytes_per_s
+            total = max(total, copy_s) if self.host.overlap else total + copy_s
+        return total
+
+    def _step_s(self, key: tuple) -> float:
+        """The step of a bucketed key, every sequence of a kind at the kind's bucketed mean."""
+        total = self._steps.get(key)
+        if total is None:
+            (prefills, tokens, cached), (decodes, decode_ctx), (verifies, verify_ctx), drafts = key
+            tokens = max(1, tokens)
+            sampled = prefills + decodes + verifies * (drafts + 1)
+            step_tokens = prefills * tokens + decodes + verifies * (drafts + 1)
+            total = self._steps[key] = self.parts.total_s(
+                ((tokens, cached),) * prefills, (decode_ctx,) * decodes, (verify_ctx,) * verifies, drafts,
+                max(sampled, bucket(step_tokens, self.bucket_ratio)))
+        return total
+
+    @property
+    def hit_rate(self) -> float:
+        looked_up = self.hits + self.misses
+        return self.hits / looked_up if looked_up else 0.0
