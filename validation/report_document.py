@@ -85,8 +85,8 @@ def figure(hw: str, rows: Sequence[Comparison]):
     fig.add_trace(go.Scatter(x=[low, high], y=[low, high], mode="lines", name="predicted = measured",
                              line={"dash": "dash", "color": "gray"}))
     fig.update_layout(title=f"infersim: predicted against measured kernel and collective times, {hw}",
-                      xaxis={"type": "log", "title": "measured (us)"},
-                      yaxis={"type": "log", "title": "predicted (us)"}, height=800)
+                      xaxis={"type": "log", "title": {"text": "measured time (µs)"}},
+                      yaxis={"type": "log", "title": {"text": "predicted time (µs)"}}, height=800)
     return fig
 
 
@@ -94,5 +94,5 @@ def write_report(hw: str, rows: Sequence[Comparison], folder: Path = REPORT_DIR)
     """Write REPORT.md and report_<hw>.html into `folder`, each atomically."""
     markdown, chart = folder / "REPORT.md", folder / f"report_{hw}.html"
     write_text_atomic(markdown, render_markdown(hw, rows))
-    write_text_atomic(chart, figure(hw, rows).to_html(include_plotlyjs="cdn", full_html=True))
+    write_text_atomic(chart, figure(hw, rows).to_html(include_plotlyjs=True, full_html=True))
     return [markdown, chart]
