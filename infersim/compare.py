@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from simulator.scenario import Scenario, ScenarioError, load_scenario
-from simulator.simulate import SimulationResult, simulate
+from simulator.simulate import SimulationResult, check_scenario, simulate
 
 # The summary keys a design change is judged by, as paths into `SimulationResult.summary`.
 METRICS: tuple[str, ...] = (
@@ -81,11 +81,13 @@ def load_changes(base: str, changes: Sequence[str | Path],
         raise ScenarioError("compare needs at least one CHANGE.yaml overlay after the base")
     base_path = None if base == DEFAULT_BASE else base
     base_scenario = load_scenario(base_path, [], list(sets))
+    check_scenario(base_scenario)
     names = _names(changes)
     loaded = []
     for name, path in zip(names, changes, strict=True):
-        try:
+        try:  # every change is checked before anything runs, so a bad overlay fails at once
             loaded.append((name, load_scenario(base_path, [path], list(sets))))
+            check_scenario(loaded[-1][1])
         except ScenarioError as err:
             message = str(err)
             raise ScenarioError(message if message.startswith(str(path)) else f"{path}: {message}") from None

@@ -22,6 +22,7 @@ from hwmodels.specfile import FieldError
 from workloads.deployment import KernelOptions
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
+MAX_DRAFTS = 64
 DEFAULT_SCENARIO = SCENARIO_DIR / "default.yaml"
 
 
@@ -52,11 +53,28 @@ class ModelChoice:
     name: str = "kimi-k3"  # a catalog model (workloads/models)
 
 
+def _at_least(section: object, minimum: float, *names: str) -> None:
+    """Range checks of a section's fields, run when it is built: errors carry the key they name."""
+    for name in names:
+        value = getattr(section, name)
+        if value < minimum:
+            raise FieldError(name, f"must be at least {minimum}, got {value}")
+
+
+def _within(section: object, name: str, low: float, high: float) -> None:
+    value = getattr(section, name)
+    if not low <= value <= high:
+        raise FieldError(name, f"must lie in [{low}, {high}], got {value}")
+
+
 @dataclass(frozen=True)
 class Parallel:
     tp: int = 8
     dcp: int = 1
     ep: int = 1
+
+    def __post_init__(self) -> None:
+        _at_least(self, 1, "tp", "dcp", "ep")
 
 
 @dataclass(frozen=True)
@@ -65,7 +83,11 @@ class Serving:
     max_num_batched_tokens: int = 8192  # vLLM --max-num-batched-tokens (token budget per step)
     gpu_memory_utilization: float = 0.9
     max_concurrency: int = 0  # vllm bench serve --max-concurrency (0: no cap)
-    max_model_len: int = 262144
+    max_model_len: int = 262144  # vLLM --max-model-len: longer requests (prompt + output) are rejected
+
+    def __post_init__(self) -> None:
+        _at_least(self, 1, "max_num_seqs", "max_num_batched_tokens", "max_model_len")
+        _within(self, "gpu_memory_utilization", 0.01, 1.0)
 
 
 @dataclass(frozen=True)
@@ -77,6 +99,9 @@ class Cache:
     kda_checkpoint_interval: int = 2048  # tokens between saved KDA states (BRIEF mechanism 2)
     align_kda_checkpoints: bool = False  # save KDA state with each MLA block so resume points agree
 
+    def __post_init__(self) -> None:
+        _at_least(self, 1, "block_tokens", "kda_checkpoint_interval")
+
 
 @dataclass(frozen=True)
 class SpecDecode:
@@ -84,6 +109,13 @@ class SpecDecode:
     acceptance_rates: tuple[float, ...] = ()  # unconditional per-position rates r_1..r_k
     acceptance_alpha: float = 0.0  # geometric per-token acceptance (used when rates are empty)
     mean_tokens_per_cycle: float = 0.0  # vLLM's synthetic minimum-variance schedule (used when > 0)
+
+    def __post_init__(self) -> None:
+        # Assumption: no drafter proposes more than 64 tokens a cycle (vLLM's recipes use 1 to 7).
+        _within(self, "drafts", 0, MAX_DRAFTS)
+        _within(self, "acceptance_alpha", 0.0, 1.0)
+        if self.drafts and self.mean_tokens_per_cycle:
+            _within(self, "mean_tokens_per_cycle", 1.0, self.drafts + 1)
 
 
 @dataclass(frozen=True)
@@ -106,6 +138,12 @@ class Workload:
     trace_path: str = ""
     trace_format: str = ""  # mooncake, azure or csv
     duration_s: float = 0.0  # stop admitting new requests after this simulated time (0: run the stream out)
+
+    def __post_init__(self) -> None:
+        _at_least(self, 1, "sessions", "num_prompts", "input_len", "output_len")
+        _within(self, "range_ratio", 0.0, 0.999)
+        if self.arrival in (ArrivalKind.POISSON, ArrivalKind.FIXED) and self.rate_per_s <= 0:
+            raise FieldError("rate_per_s", f"must be positive for {self.arrival.value} arrivals, got {self.rate_per_s}")
 
 
 @dataclass(frozen=True)

@@ -66,6 +66,17 @@ def deployment_of(scenario: Scenario) -> Deployment:
         raise ScenarioError(f"{section}.{err.key}: {err}") from None
 
 
+def check_scenario(scenario: Scenario) -> None:
+    """Everything about a scenario that can be checked without simulating: the plan, options and drafts."""
+    deployment_of(scenario)
+    acceptance_of(scenario)
+    if scenario.collectives.quickreduce:
+        try:
+            Codec.parse(scenario.collectives.quickreduce)
+        except ValueError as err:
+            raise ScenarioError(f"collectives.quickreduce: {err}") from None
+
+
 def stream_of(scenario: Scenario, rng: np.random.Generator) -> RequestStream:
     w, block = scenario.workload, scenario.cache.block_tokens
     arrivals = {ArrivalKind.POISSON: lambda: Poisson(w.rate_per_s), ArrivalKind.FIXED: lambda: FixedRate(w.rate_per_s),
@@ -83,6 +94,19 @@ def stream_of(scenario: Scenario, rng: np.random.Generator) -> RequestStream:
     if not w.trace_path or not w.trace_format:
         raise ScenarioError("workload.kind trace needs workload.trace_path and workload.trace_format")
     return read_trace(w.trace_path, w.trace_format, block_tokens=block)
+
+
+def _check_lengths(stream: RequestStream, max_model_len: int) -> None:
+    """Reject, as vLLM does, requests whose prompt and output exceed serving.max_model_len tokens."""
+    if not len(stream):
+        return
+    lengths = stream.prompt_tokens.astype(np.int64) + np.maximum(1, stream.output_tokens)
+    over = int(np.count_nonzero(lengths > max_model_len))
+    if over:
+        i = int(np.argmax(lengths))
+        raise ScenarioError(f"serving.max_model_len: {over} request(s) need more than {max_model_len} tokens "
+                            f"(the longest: {int(stream.prompt_tokens[i])} prompt + {int(stream.output_tokens[i])} "
+                            "output); raise serving.max_model_len or shorten the workload")
 
 
 def acceptance_of(scenario: Scenario) -> Acceptance | None:
@@ -122,6 +146,7 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
     kv = KVCache(capacity_blocks=max(1, memory.kv_capacity_tokens // block), block_tokens=block,
                  checkpoint_tokens=checkpoint, host_capacity_blocks=host_blocks)
     stream = stream_of(scenario, rng)
+    _check_lengths(stream, serving.max_model_len)
     quickreduce = Codec.parse(scenario.collectives.quickreduce) if scenario.collectives.quickreduce else None
     host = HostCopies(block_bytes, deployment.gpu.host_link_bytes_per_s * PCIE_EFFICIENCY,
                       scenario.cache.offload_overlap)

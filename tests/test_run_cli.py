@@ -41,6 +41,14 @@ def test_run_json_reports_every_summary_key_and_writes_its_files(capsys, tmp_pat
     (["workload.kind=chat"], "workload.kind: 'chat' is not one of agentic, random, trace"),
     (["parallel.tp=16"], "parallel.tp=16 needs more GPUs than mi355x-8 has (8)"),
     (["precision.experts=fp8"], "precision.experts"),
+    (["kernels.kda_verify_tile_cols=200"], "kernels.kda_verify_tile_cols: 200 exceeds kimi-k3's KDA head_dim 128"),
+    (["kernels.mla_num_splits=0"], "kernels.mla_num_splits: must be at least 1, got 0"),
+    (["parallel.dcp=3"], "parallel.dcp: dcp=3 must divide tp=8"),
+    (["cache.block_tokens=0"], "cache.block_tokens: must be at least 1, got 0"),
+    (["spec_decode.drafts=100"], "spec_decode.drafts: must lie in [0, 64], got 100"),
+    (["serving.gpu_memory_utilization=1.5"], "serving.gpu_memory_utilization: must lie in [0.01, 1.0]"),
+    (["serving.max_model_len=1000"], "serving.max_model_len: "),
+    (["workload.rate_per_s=0"], "workload.rate_per_s: must be positive for poisson arrivals"),
 ])
 def test_bad_scenarios_get_one_line_errors(capsys, tmp_path, sets, message):
     argv = ["run", *QUICK]

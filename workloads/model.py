@@ -121,7 +121,6 @@ class ModelSpec:
     moe: Moe | None = None
     mla_layers: tuple[int, ...] = ()  # 1-based layers that use MLA when the model mixes MLA and KDA
     attnres_block_size: int = 0  # 0: plain residual; else AttnRes blocks of this many layers
-    mtp_layers: int = 0  # next-token-prediction layers beside the main stack (speculative drafts)
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
