@@ -104,7 +104,7 @@ def _release(state: _State, now: float, config: EngineConfig) -> None:
 def _engine(env: simpy.Environment, state: _State, cost: CycleCost, kv: KVCache, config: EngineConfig,
             rng: np.random.Generator, request_rows: list, step_rows: list,
             progress: Callable[[int, float], None] | None) -> Any:
-    drafts = config.budget.drafts
+    spec = config.acceptance is not None  # decoding sequences verify drafts
     sampler = config.acceptance.sampler(rng) if config.acceptance is not None else None
     now = env.now  # the engine's clock: steps advance it here, and simpy's clock catches up at each wait
     while True:
@@ -129,11 +129,9 @@ def _engine(env: simpy.Environment, state: _State, cost: CycleCost, kv: KVCache,
                        for s in decision.decodes])
         prefill_tokens = sum(chunk for _, chunk in decision.prefills)
         stored, loaded = kv.take_transfers()
-        # with drafts every decoding sequence verifies them (drafts + 1 positions)
         step_s = cost.cycle_s(CycleShape(
             len(decision.prefills), prefill_tokens, sum(seq.computed_tokens for seq, _ in decision.prefills),
-            0 if drafts else decodes, 0 if drafts else context, decodes if drafts else 0, context if drafts else 0,
-            drafts, stored + loaded))
+            decodes, context, stored + loaded))
         # Steps between waits run back to back: nothing else in the simulation moves while a step runs
         # (arrivals sit in a heap the loop reads), so one simpy event per step would only cost time.
         start, now = now, now + step_s
@@ -141,7 +139,7 @@ def _engine(env: simpy.Environment, state: _State, cost: CycleCost, kv: KVCache,
         step_rows.append({
             "start_s": start, "end_s": now,
             "prefill_tokens": prefill_tokens,
-            "decode_seqs": 0 if drafts else decodes, "verify_seqs": decodes if drafts else 0,
+            "decode_seqs": 0 if spec else decodes, "verify_seqs": decodes if spec else 0,
             "committed_tokens": committed, "spec_cycles": cycles, "spec_committed_tokens": spec_committed,
             "kv_blocks_used": kv.used_blocks, "kv_blocks_total": kv.capacity_blocks,
             "in_system": in_system,

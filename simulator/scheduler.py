@@ -54,12 +54,7 @@ class Budget:
 
     max_num_seqs: int
     max_num_batched_tokens: int
-    drafts: int = 0  # draft tokens per decoding sequence (spec_decode.drafts); each verifies drafts + 1 positions
-
-    @property
-    def tokens_per_decode(self) -> int:
-        """Tokens a decoding sequence computes in one step: its drafts and the bonus token."""
-        return self.drafts + 1
+    tokens_per_decode: int = 1  # tokens a decoding sequence computes and holds KV for in one step (drafts + 1)
 
 
 @dataclass

@@ -150,11 +150,12 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
     quickreduce = Codec.parse(scenario.collectives.quickreduce) if scenario.collectives.quickreduce else None
     host = HostCopies(block_bytes, deployment.gpu.host_link_bytes_per_s * PCIE_EFFICIENCY,
                       scenario.cache.offload_overlap)
+    drafts = scenario.spec_decode.drafts
     cost = CycleCost(deployment, build_fabric(platform, deployment.gpu), load_calibration(deployment.gpu.name),
-                     quickreduce=quickreduce, host=host)
+                     quickreduce=quickreduce, host=host, drafts=drafts)
     acceptance = acceptance_of(scenario)
     config = EngineConfig(
-        budget=Budget(serving.max_num_seqs, serving.max_num_batched_tokens, acceptance.drafts if acceptance else 0),
+        budget=Budget(serving.max_num_seqs, serving.max_num_batched_tokens, tokens_per_decode=drafts + 1),
         closed_loop=scenario.workload.kind is WorkloadKind.AGENTIC,
         max_concurrency=serving.max_concurrency,
         acceptance=acceptance,

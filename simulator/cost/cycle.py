@@ -1,7 +1,8 @@
 """The one question the serving loop asks per engine cycle: how long does a cycle of this shape take?
 
-A cycle is one engine step (prefill chunks, decodes, speculative verifies), the drafter's passes
-over the verifying sequences, and the KV blocks copied to or from the host tier. Cycles are
+A cycle is one engine step (prefill chunks and decodes), the KV blocks copied to or from the host
+tier and, with speculative decoding (`drafts` > 0, spec_decode.drafts), the drafter's `drafts`
+passes over the decoding sequences, each of which then verifies its drafts (drafts + 1 positions). Cycles are
 memoized by a bucketed shape: counts of prefills, decodes and verifies stay exact, and their mean
 token counts and context lengths round to the nearest power of `bucket_ratio` (1.04: within about
 2%), which is how the step model aggregates them anyway. Everything behind `cycle_s` (buckets,
@@ -32,11 +33,8 @@ class CycleShape:
     prefills: int = 0
     prefill_tokens: int = 0  # new tokens of all prefill chunks
     prefill_cached: int = 0  # tokens already cached before those chunks
-    decodes: int = 0
-    decode_context: int = 0  # history tokens of all decodes
-    verifies: int = 0  # sequences verifying `drafts` draft tokens each
-    verify_context: int = 0  # history tokens of all verifying sequences
-    drafts: int = 0  # draft tokens per verifying sequence; the drafter makes `drafts` passes over them
+    decodes: int = 0  # decoding sequences (verifying their drafts when the cost has drafts)
+    decode_context: int = 0  # history tokens of all decoding sequences
     host_blocks: int = 0  # KV blocks copied to or from host DRAM during the cycle
 
 
@@ -60,8 +58,8 @@ class CycleCost:
     """Cycle times of one deployment. Counts its memo hits, misses and the wall seconds spent on misses."""
 
     def __init__(self, deployment: Deployment, fabric: Fabric, calib: Calibration, quickreduce: Codec | None = None,
-                 host: HostCopies = HostCopies(), bucket_ratio: float = 1.04):
-        self.deployment, self.host, self.bucket_ratio = deployment, host, bucket_ratio
+                 host: HostCopies = HostCopies(), drafts: int = 0, bucket_ratio: float = 1.04):
+        self.deployment, self.host, self.drafts, self.bucket_ratio = deployment, host, drafts, bucket_ratio
         self.parts = StepParts(deployment, fabric, calib, quickreduce)
         self.draft_fraction = DRAFT_LAYERS / deployment.model.layers
         self.hits = self.misses = 0
@@ -72,11 +70,10 @@ class CycleCost:
     def cycle_s(self, shape: CycleShape) -> float:
         """Seconds of one engine cycle of this shape."""
         r = self.bucket_ratio
+        decodes = (shape.decodes, bucket(shape.decode_context / max(1, shape.decodes), r))
         key = ((shape.prefills, bucket(shape.prefill_tokens / max(1, shape.prefills), r),
                 bucket(shape.prefill_cached / max(1, shape.prefills), r)),
-               (shape.decodes, bucket(shape.decode_context / max(1, shape.decodes), r)),
-               (shape.verifies, bucket(shape.verify_context / max(1, shape.verifies), r)),
-               shape.drafts if shape.verifies else 0)
+               *(((0, 0), decodes, self.drafts) if self.drafts and shape.decodes else (decodes, (0, 0), 0)))
         total = self._cycles.get(key)
         if total is None:
             start = time.perf_counter()

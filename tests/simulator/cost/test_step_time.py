@@ -111,12 +111,12 @@ def test_every_step_item_carries_a_tag_and_only_the_lm_head_reads_sampled_positi
 
 def test_a_cycle_adds_the_drafter_passes_and_the_host_copies():
     host = HostCopies(bytes_per_block=1e6, link_bytes_per_s=50e9, overlap=False)
-    cost = CycleCost(K3, K3_FABRIC, K3_CALIB, host=host)
-    verify = cost.cycle_s(CycleShape(verifies=20, verify_context=20 * 30000, drafts=2))
+    cost = CycleCost(K3, K3_FABRIC, K3_CALIB, host=host, drafts=2)
+    verify = cost.cycle_s(CycleShape(decodes=20, decode_context=20 * 30000))
     step = full_s(Batch(verifies=(bucket(30000, 1.04),) * 20, drafts=2))
     drafter = full_s(Batch(decodes=(bucket(30000, 1.04),) * 20))
     assert verify == pytest.approx(step + 2 * DRAFT_LAYERS / K3.model.layers * drafter, rel=1e-12)
-    copied = cost.cycle_s(CycleShape(verifies=20, verify_context=20 * 30000, drafts=2, host_blocks=100))
+    copied = cost.cycle_s(CycleShape(decodes=20, decode_context=20 * 30000, host_blocks=100))
     assert copied == pytest.approx(verify + 100 * 1e6 / 50e9)
     overlapped = CycleCost(K3, K3_FABRIC, K3_CALIB, host=replace(host, overlap=True))
     long_copy = CycleShape(decodes=1, decode_context=100, host_blocks=10**6)
@@ -126,20 +126,20 @@ def test_a_cycle_adds_the_drafter_passes_and_the_host_copies():
 def test_token_parts_build_no_decode_kernels_the_options_forbid():
     # 16 MLA KV splits need at least 16 tokens of context; the token-count parts must not invent tiny decodes
     k3 = replace(K3, options=KernelOptions(mla_num_splits=16))
-    cost = CycleCost(k3, K3_FABRIC, K3_CALIB)
-    assert cost.cycle_s(CycleShape(prefills=1, prefill_tokens=900, verifies=3, verify_context=15000, drafts=2)) > 0
+    cost = CycleCost(k3, K3_FABRIC, K3_CALIB, drafts=2)
+    assert cost.cycle_s(CycleShape(prefills=1, prefill_tokens=900, decodes=3, decode_context=15000)) > 0
     # and a decode shorter than the split count runs with fewer partitions instead of failing mid-run
     assert cost.cycle_s(CycleShape(decodes=4, decode_context=4 * 3)) > 0
 
 
 def test_a_cycle_assembled_from_memoized_parts_is_the_same_float_as_timing_it_fresh():
     # a new shape whose parts were all seen before builds no batch; the sum must not depend on the memo's history
-    warm = CycleCost(K3, K3_FABRIC, K3_CALIB)
-    for shape in (CycleShape(1, 2000, 30000, verifies=20, verify_context=20 * 9000, drafts=2),
-                  CycleShape(1, 2000, 500, verifies=20, verify_context=20 * 4000, drafts=2)):
+    warm = CycleCost(K3, K3_FABRIC, K3_CALIB, drafts=2)
+    for shape in (CycleShape(1, 2000, 30000, decodes=20, decode_context=20 * 9000),
+                  CycleShape(1, 2000, 500, decodes=20, decode_context=20 * 4000)):
         warm.cycle_s(shape)
-    mixed = CycleShape(1, 2000, 30000, verifies=20, verify_context=20 * 4000, drafts=2)
+    mixed = CycleShape(1, 2000, 30000, decodes=20, decode_context=20 * 4000)
     parts_before = len(warm.parts._parts)
     assembled = warm.cycle_s(mixed)
     assert len(warm.parts._parts) == parts_before  # every part was memoized already
-    assert assembled == CycleCost(K3, K3_FABRIC, K3_CALIB).cycle_s(mixed)
+    assert assembled == CycleCost(K3, K3_FABRIC, K3_CALIB, drafts=2).cycle_s(mixed)
