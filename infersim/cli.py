@@ -127,9 +127,15 @@ def _parser() -> argparse.ArgumentParser:
                       help="a calibration overlay on the GPU's default calibration")
     kern.add_argument("--json", action="store_true", help="print one JSON object")
     val = sub.add_parser("validate", help="predicted against measured for every recorded row of a GPU, per family")
-    val.add_argument("--hw", required=True, help="GPU whose measurements to compare, e.g. h200")
+    val.add_argument("--hw", default=None, help="GPU whose measurements to compare, e.g. h200")
+    val.add_argument("--rows", action="store_true", help="with --hw: also every row, measured beside predicted")
     val.add_argument("--write-report", action="store_true",
                      help="regenerate validation/REPORT.md and validation/report_<hw>.html (the plotly figure)")
+    val.add_argument("--links", default=None, metavar="PLATFORM",
+                     help="instead: the collective-library calibration's error on the measured NCCL sweep, e.g. h200-2")
+    val.add_argument("--refit", action="store_true", help="with --links: fit the calibration again and write it")
+    val.add_argument("--published", action="store_true",
+                     help="instead: the model against the published 8x MI300X all-reduce table")
     val.add_argument("--json", action="store_true", help="print one JSON object")
     return parser
 
@@ -194,9 +200,9 @@ def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
                                       calibration=args.calibration)
         return result, f"{args.kind} on {args.hw}"
     if args.command == "validate":
-        from infersim.validation_queries import validate_query
+        from infersim.validation_queries import validate_command
 
-        return validate_query(args.hw, write_report=args.write_report), f"Predicted vs measured on {args.hw}"
+        return validate_command(args)
     raise UserError(f"unknown command {args.command!r}")
 
 

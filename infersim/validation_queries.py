@@ -1,14 +1,39 @@
-"""`infersim validate`: every recorded measurement of a GPU beside the model's prediction, summarized per family."""
+"""`infersim validate`: every recorded measurement of a GPU beside the model's prediction, summarized per family.
+
+    infersim validate --hw h200 [--rows] [--write-report]   # kernel suites and collective sweeps of a GPU
+    infersim validate --links h200-2 [--refit]               # the collective-library calibration (NCCL sweep)
+    infersim validate --published                            # the published 8x MI300X all-reduce table
+"""
 
 from __future__ import annotations
 
+import argparse
 from typing import Any
 
 _FAMILY_KEYS = ("rows", "held_out_rows", "median_abs_pct", "p90_abs_pct", "median_signed_pct", "fitted_rows",
                 "fitted_median_abs_pct")
 
 
-def validate_query(hw: str, write_report: bool = False) -> dict[str, Any]:
+def validate_command(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    """(JSON result, table title) of `infersim validate`; a wrong combination of options is a ValueError."""
+    given = [name for name, value in (("--hw", args.hw), ("--links", args.links), ("--published", args.published))
+             if value]
+    if len(given) != 1:
+        raise ValueError(f"give exactly one of --hw GPU, --links PLATFORM or --published (got {len(given)})")
+    if (args.rows or args.write_report) and not args.hw:
+        raise ValueError("--rows and --write-report go with --hw GPU")
+    if args.refit and not args.links:
+        raise ValueError("--refit goes with --links PLATFORM")
+    if args.links:
+        from validation.calibrate_links import check
+
+        return check(args.links, refit=args.refit), f"NCCL sweep against the {args.links} library calibration"
+    if args.published:
+        return published_query(), "Predicted vs the published 8x MI300X all-reduce table"
+    return validate_query(args.hw, args.write_report, rows=args.rows), f"Predicted vs measured on {args.hw}"
+
+
+def validate_query(hw: str, write_report: bool = False, rows: bool = False) -> dict[str, Any]:
     """Median and p90 absolute % error per kernel family, held-out rows apart from the fitted ones."""
     from hwmodels.spec import spec_names
     from validation.report import DATA_DIR, compare_all, error_summary
@@ -16,19 +41,38 @@ def validate_query(hw: str, write_report: bool = False) -> dict[str, Any]:
     recorded = sorted(p.name for p in DATA_DIR.iterdir() if p.is_dir() and p.name in spec_names("gpus"))
     if hw not in recorded:
         raise ValueError(f"no measurements for --hw {hw!r}; recorded: {', '.join(recorded) or 'none'}")
-    rows = compare_all(hw)
+    compared = compare_all(hw)
     result: dict[str, Any] = {
         "hw": hw,
-        "rows": len(rows),
-        "held_out_rows": sum(1 for r in rows if not r.fitted),
-        "fitted_rows": sum(1 for r in rows if r.fitted),
+        "rows": len(compared),
+        "held_out_rows": sum(1 for r in compared if not r.fitted),
+        "fitted_rows": sum(1 for r in compared if r.fitted),
         "families": [
             {"family": name, **{key: summary.get(key) for key in _FAMILY_KEYS}}
-            for name, summary in error_summary(rows).items()
+            for name, summary in error_summary(compared).items()
         ],
     }
+    if rows:
+        result["every_row"] = [
+            {"family": r.group, "row": r.label, "launch_mode": r.launch_mode, "measured_s": r.measured_s,
+             "predicted_s": r.predicted_s, "error_pct": r.error * 100, "bound": r.bound, "fitted": r.fitted}
+            for r in compared
+        ]
     if write_report:
         from validation.report_document import write_report as write
 
-        result["written"] = [str(p) for p in write(hw, rows)]
+        result["written"] = [str(p) for p in write(hw, compared)]
     return result
+
+
+def published_query() -> dict[str, Any]:
+    """Each row of the published MI300X table predicted on the mi300x-8 platform, and each series' error."""
+    from validation.published_collectives import TABLE, compare_mi300x, summary
+
+    compared = compare_mi300x()
+    return {
+        "table": f"validation/published/{TABLE.name}",
+        "series": summary(compared),
+        "every_row": [{"series": r.label, "size_bytes": r.size_bytes, "published_s": r.measured_s,
+                       "predicted_s": r.predicted_s, "error_pct": r.error * 100} for r in compared],
+    }

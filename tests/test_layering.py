@@ -56,3 +56,139 @@ def test_cost_layers_import_no_gpu_framework_at_module_level():
         for path in (ROOT / layer).rglob("*.py"):
             names = {n for n, _ in _imports(path)}
             assert not names & {"torch", "triton"}, f"{path} imports a GPU framework"
+
+
+# ---- the module-level import graph: no cycles, and the companion kernel extension imported by no one else
+
+PACKAGES = sorted({layer.split(".")[0] for layer in LAYERS})
+COMPANION = "validation.companion"
+
+
+def _module_files(root: Path = ROOT, packages: list[str] = PACKAGES) -> dict[str, Path]:
+    """Dotted module name -> file, for every module of the packages under root (a package is its __init__)."""
+    files = {}
+    for package in packages:
+        for path in sorted((root / package).rglob("*.py")):
+            parts = path.relative_to(root).with_suffix("").parts
+            files[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return files
+
+
+def _resolve(name: str, known: dict[str, Path]) -> str | None:
+    """The longest prefix of a dotted name that is one of the known modules (None: outside them)."""
+    parts = name.split(".")
+    for end in range(len(parts), 0, -1):
+        if ".".join(parts[:end]) in known:
+            return ".".join(parts[:end])
+    return None
+
+
+def _module_imports(name: str, known: dict[str, Path]) -> set[str]:
+    """Known modules that module `name` imports anywhere in its file (imports inside functions count too).
+
+    `from pkg import x` counts as importing `pkg.x` when that is a module, else `pkg`; relative imports are
+    resolved against the module's package. A submodule's implicit import of its parent packages is not an edge.
+    """
+    path = known[name]
+    tree = ast.parse(path.read_text(), filename=str(path))
+    package = name.split(".") if path.name == "__init__.py" else name.split(".")[:-1]
+    found: set[str | None] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found |= {_resolve(alias.name, known) for alias in node.names}
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                base = ".".join([*package[: len(package) - node.level + 1], *([base] if base else [])])
+            for alias in node.names:
+                found.add(_resolve(f"{base}.{alias.name}", known) if f"{base}.{alias.name}" in known
+                          else _resolve(base, known))
+    return {m for m in found if m is not None and m != name}
+
+
+def _import_graph(root: Path = ROOT, packages: list[str] = PACKAGES) -> dict[str, set[str]]:
+    known = _module_files(root, packages)
+    return {name: _module_imports(name, known) for name in known}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """One cycle, as a path a -> ... -> a, per strongly connected set of two or more modules (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    components: list[set[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                components.append(component)
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    cycles = []
+    for component in components:
+        start = min(component)
+        paths = {start: [start]}
+        queue = [start]
+        while queue:  # breadth first inside the component, until an edge leads back to the start
+            v = queue.pop(0)
+            if start in graph[v] and len(paths[v]) > 1:
+                cycles.append([*paths[v], start])
+                break
+            for w in sorted(graph[v] & component):
+                if w not in paths:
+                    paths[w] = [*paths[v], w]
+                    queue.append(w)
+    return cycles
+
+
+def test_no_import_cycles():
+    cycles = [" -> ".join(c) for c in _cycles(_import_graph())]
+    assert not cycles, "import cycles:\n" + "\n".join(cycles)
+
+
+def test_the_cycle_checker_catches_a_planted_cycle(tmp_path):
+    package = tmp_path / "planted"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "one.py").write_text("from planted import two\n")
+    (package / "two.py").write_text("def f():\n    from planted.one import f as g\n    return g\n")
+    graph = _import_graph(tmp_path, ["planted"])
+    assert graph == {"planted": set(), "planted.one": {"planted.two"}, "planted.two": {"planted.one"}}
+    assert _cycles(graph) == [["planted.one", "planted.two", "planted.one"]]
+    (package / "two.py").write_text("from . import __name__ as name\n")  # relative: the package, no cycle
+    assert _cycles(_import_graph(tmp_path, ["planted"])) == []
+
+
+def test_only_the_companion_imports_the_companion():
+    for name, imports in _import_graph().items():
+        if name == COMPANION or name.startswith(COMPANION + "."):
+            continue
+        bad = sorted(m for m in imports if m == COMPANION or m.startswith(COMPANION + "."))
+        assert not bad, f"{name} imports the companion kernel extension: {', '.join(bad)}"
+
+
+def test_the_validation_product_imports_no_gpu_framework():
+    for name, path in _module_files(ROOT, ["validation"]).items():
+        if name == COMPANION or name.startswith(COMPANION + "."):
+            continue
+        names = {n for n, _ in _imports(path)}
+        assert not names & {"torch", "triton"}, f"{path.relative_to(ROOT)} imports a GPU framework"

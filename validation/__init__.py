@@ -1,4 +1,9 @@
-"""Ground truth: measured kernel times (`validation/data/<gpu>/*.csv`) and how they were taken.
+"""Ground truth: measured kernel and collective times (`validation/data/`) and the model's error against them.
 
-Importing this package needs neither torch nor a GPU; `validation.measure` imports them lazily.
+The product side, used by `infersim validate`: the suites' cases with their counted FLOP and bytes and their
+mapping of a measured row to an infersim kernel kind (`suites/`), the predicted-vs-measured report
+(`report`, `report_document`, `comparison`, `collective_report`), the link calibration (`calibrate_links`)
+and the comparison with published figures (`published_collectives`). It imports neither torch nor triton
+and never the companion kernel extension (`validation.companion`: the Triton kernels and the GPU bench that
+recorded the data), which imports it.
 """

@@ -1,7 +1,7 @@
 """Fit a platform's collective-library protocols to measured NCCL all-reduce times, holding half out.
 
-    python -m validation.calibrate_links --platform h200-2            # fit, write, report held-out errors
-    python -m validation.calibrate_links --platform h200-2 --check    # report only, write nothing
+    infersim validate --links h200-2            # the current calibration's error on every row, train and held out
+    infersim validate --links h200-2 --refit    # fit again, write the calibration, then the same errors
 
 Training rows: all-reduce in graph launch mode (how engines replay decode collectives) at the even
 powers of two (4 KiB, 16 KiB, ..., 1 GiB). Test rows: the odd powers, and all-gather and
@@ -13,11 +13,9 @@ is written to `hwmodels/calibrations/libraries/<platform>.yaml` with its provena
 
 from __future__ import annotations
 
-import argparse
 import csv
 import math
 import statistics
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,14 +23,15 @@ import numpy as np
 
 from hwmodels.calibration import load_calibration
 from hwmodels.interconnect import build_fabric
-from hwmodels.library import LIBRARY_DIR, CollectiveLibrary
+from hwmodels.library import LIBRARY_DIR, CollectiveLibrary, load_library
 from hwmodels.roofline import LaunchMode, launch_overhead_s
 from hwmodels.spec import load_gpu, load_platform
 from simulator.cost.collective_algorithms import ring_time
+from validation.collective_sweep import NCCL_CSV
 from validation.measure_output import write_text_atomic
 from workloads.collectives import CollectiveOp
 
-DATA = {"h200-2": Path(__file__).parent / "data" / "h200x2" / "collectives_nccl.csv"}
+DATA = {"h200-2": Path(__file__).parent / "data" / "h200x2" / NCCL_CSV}  # platform -> its measured sweep
 OPS = {"nccl_all_reduce": CollectiveOp.ALL_REDUCE, "nccl_all_gather": CollectiveOp.ALL_GATHER,
        "nccl_reduce_scatter": CollectiveOp.REDUCE_SCATTER}
 
@@ -96,7 +95,7 @@ def _library(name: str, p: np.ndarray, step_s: float, switch: float) -> Collecti
 def write_library(library: CollectiveLibrary, source: str) -> Path:
     """The fitted constants as a YAML overlay, written atomically."""
     target = LIBRARY_DIR / f"{library.name}.yaml"
-    note = f"fitted by python -m validation.calibrate_links on {source}"
+    note = f"fitted by infersim validate --links {library.name} --refit on {source}"
     step_note = f"not fitted: the platform spec's link_latency_us ({library.name}.yaml)"
     lines = [
         f"# {library.name}: collective-library protocols {note}. Do not edit by hand; re-run the fit.",
@@ -113,40 +112,34 @@ def write_library(library: CollectiveLibrary, source: str) -> Path:
     return target
 
 
-def report(rows: list[Row], library: CollectiveLibrary, platform_name: str) -> dict[str, list[float]]:
-    """Signed % error per row, printed, and grouped as train / held-out per op."""
+def errors(rows: list[Row], library: CollectiveLibrary, platform_name: str) -> list[dict[str, object]]:
+    """Each row's measured and predicted time and signed % error, and whether it trained the fit."""
+    return [{"op": row.op.value, "size_bytes": row.size_bytes, "measured_s": row.measured_s, "predicted_s": predicted,
+             "error_pct": (predicted - row.measured_s) / row.measured_s * 100, "train": row.trains}
+            for row, predicted in zip(rows, predict(rows, library, platform_name), strict=True)]
+
+
+def group_errors(per_row: list[dict[str, object]]) -> list[dict[str, object]]:
+    """Median and largest absolute % error of each op's training rows and of its held-out rows."""
     groups: dict[str, list[float]] = {}
-    for row, predicted in zip(rows, predict(rows, library, platform_name), strict=True):
-        error = (predicted - row.measured_s) / row.measured_s * 100
-        group = f"{row.op.value} {'train' if row.trains else 'held-out'}"
-        groups.setdefault(group, []).append(error)
-        print(f"{row.op.value:14} {row.size_bytes:>11} measured {row.measured_s * 1e6:9.1f} us "
-              f"predicted {predicted * 1e6:9.1f} us {error:+6.1f}% {'train' if row.trains else ''}")
-    for group, errors in groups.items():
-        magnitudes = [abs(e) for e in errors]
-        print(f"{group:24} rows {len(errors):2}  median |err| {statistics.median(magnitudes):5.1f}%  "
-              f"max |err| {max(magnitudes):5.1f}%")
-    return groups
+    for row in per_row:
+        groups.setdefault(f"{row['op']} {'train' if row['train'] else 'held-out'}", []).append(abs(row["error_pct"]))
+    return [{"group": group, "rows": len(magnitudes), "median_abs_pct": statistics.median(magnitudes),
+             "max_abs_pct": max(magnitudes)} for group, magnitudes in groups.items()]
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m validation.calibrate_links", description=__doc__.splitlines()[0])
-    parser.add_argument("--platform", default="h200-2", choices=sorted(DATA))
-    parser.add_argument("--check", action="store_true", help="report the current calibration; write nothing")
-    args = parser.parse_args(argv)
-    rows = read_rows(DATA[args.platform])
-    if args.check:
-        from hwmodels.library import load_library
-
-        library = load_library(args.platform)
+def check(platform_name: str, refit: bool = False) -> dict[str, object]:
+    """The calibration's errors on the platform's measured sweep; with `refit`, fit it first and write it."""
+    if platform_name not in DATA:
+        raise ValueError(f"no NCCL measurements for --links {platform_name!r}; recorded: {', '.join(sorted(DATA))}")
+    rows = read_rows(DATA[platform_name])
+    data = DATA[platform_name].relative_to(Path(__file__).parent.parent)
+    result: dict[str, object] = {"platform": platform_name, "data": str(data)}
+    if refit:
+        library = fit(rows, platform_name)
+        source = f"{data}: nccl_all_reduce, graph, even powers of two 4 KiB-1 GiB"
+        result["written"] = str(write_library(library, source))
     else:
-        library = fit(rows, args.platform)
-        data = DATA[args.platform].relative_to(Path(__file__).parent.parent)
-        path = write_library(library, f"{data}: nccl_all_reduce, graph, even powers of two 4 KiB-1 GiB")
-        print(f"wrote {path}")
-    report(rows, library, args.platform)
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+        library = load_library(platform_name)
+    per_row = errors(rows, library, platform_name)
+    return {**result, "groups": group_errors(per_row), "every_row": per_row}

@@ -17,12 +17,13 @@ from hwmodels.roofline import LaunchMode
 from hwmodels.spec import load_gpu, load_platform
 from simulator.cost.collective_algorithms import Algorithm
 from simulator.cost.collective_policy import collective_time
+from validation.collective_sweep import NCCL_CSV, QUICKREDUCE_CSV
 from validation.comparison import Comparison
 from workloads.codecs import Codec
 from workloads.collectives import Collective, CollectiveOp
 
 DATA_DIR = Path(__file__).parent / "data"
-FILES = ("collectives_nccl.csv", "collectives_quickreduce.csv")
+FILES = (NCCL_CSV, QUICKREDUCE_CSV)
 NCCL_OPS = {"nccl_all_reduce": CollectiveOp.ALL_REDUCE, "nccl_all_gather": CollectiveOp.ALL_GATHER,
             "nccl_reduce_scatter": CollectiveOp.REDUCE_SCATTER}
 PLATFORMS = {"h200x2": "h200-2"}  # data folder -> platform spec

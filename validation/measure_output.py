@@ -1,4 +1,4 @@
-"""Statistics of timed samples, and the atomic CSV and text writers of measurement runs (no torch needed)."""
+"""Statistics of timed samples, and the atomic CSV and text writers of measurement files (no torch needed)."""
 
 from __future__ import annotations
 
@@ -6,7 +6,6 @@ import csv
 import io
 import math
 import os
-import sys
 import tempfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -72,23 +71,3 @@ def write_text_atomic(path: Path, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
-
-
-def output_folder(out: Path | None, prog: str) -> Path | None:
-    """`out`, else $OUT, created if missing; None, with the reason on stderr prefixed by prog, if neither is set."""
-    out = out if out is not None else (Path(os.environ["OUT"]) if os.environ.get("OUT") else None)
-    if out is None:
-        print(f"{prog}: no output folder: pass --out DIR or set $OUT", file=sys.stderr)
-    else:
-        out.mkdir(parents=True, exist_ok=True)
-    return out
-
-
-def report_failures(prog: str, failures: Sequence[str]) -> int:
-    """Print failed cases to stderr; the exit status of a run (1 if any case failed)."""
-    if not failures:
-        return 0
-    print(f"{prog}: {len(failures)} case(s) failed:", file=sys.stderr)
-    for failure in failures:
-        print("  " + failure, file=sys.stderr)
-    return 1

@@ -1,10 +1,12 @@
-"""Predicted all-reduce latency against the published 8x MI300X RCCL and QuickReduce table (test only)."""
+"""Predicted all-reduce latency against the published 8x MI300X RCCL and QuickReduce table (test only).
+
+`infersim validate --published` prints every row and each series' error.
+"""
 
 from __future__ import annotations
 
 import csv
 import statistics
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -51,18 +53,10 @@ def compare_mi300x(path: Path = TABLE, mode: LaunchMode = LaunchMode.EAGER) -> l
     return rows
 
 
-def main() -> int:
-    rows = compare_mi300x()
+def summary(rows: list[PublishedRow]) -> list[dict[str, object]]:
+    """Median and largest absolute % error of each published series."""
     groups: dict[str, list[float]] = {}
-    print(f"{'series':8} {'size':>8} {'published us':>13} {'predicted us':>13} {'error':>8}")
     for row in rows:
         groups.setdefault(row.label, []).append(abs(row.error) * 100)
-        print(f"{row.label:8} {row.size_bytes / 2**10:7.0f}K {row.measured_s * 1e6:13.1f} "
-              f"{row.predicted_s * 1e6:13.1f} {row.error * 100:+7.1f}%")
-    for label, errors in groups.items():
-        print(f"{label:8} median |error| {statistics.median(errors):5.1f}%  max {max(errors):5.1f}%")
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main())
+    return [{"series": label, "rows": len(errors), "median_abs_pct": statistics.median(errors),
+             "max_abs_pct": max(errors)} for label, errors in groups.items()]

@@ -1,8 +1,8 @@
 """REPORT.md and its plotly figure: generated from the recorded rows, never written by hand.
 
-`infersim validate --hw h200 --write-report` (or `python -m validation.report --hw h200 --write`) rewrites
-`validation/REPORT.md` and `validation/report_<hw>.html`; a test regenerates the Markdown and fails if the
-committed file differs, so the report always matches the data and the model.
+`infersim validate --hw h200 --write-report` rewrites `validation/REPORT.md` and `validation/report_<hw>.html`;
+a test regenerates the Markdown and fails if the committed file differs, so the report always matches the data
+and the model.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from validation.report import error_summary
 REPORT_DIR = Path(__file__).parent
 FITTED_NOTES = (
     "NCCL all-reduce on 2x H200, graph mode, even powers of two from 4 KiB to 1 GiB: they fitted the "
-    "library protocols of the `h200-2` platform (`python -m validation.calibrate_links`; fixed latency and "
+    "library protocols of the `h200-2` platform (`infersim validate --links h200-2 --refit`; fixed latency and "
     "bandwidth share of each protocol, and the switch size).",
     "The occupancy probe's anchor row (the smallest shared-memory reservation): the probe's prediction is "
     "the anchor's measured time times the predicted wave ratio, so only the ratio is tested.",

@@ -1,6 +1,6 @@
-"""KDA suite: chunked prefill, decode and speculative verify (`validation/kernels/kda.py`) at Kimi K3 TP8 shapes.
+"""KDA suite: chunked prefill, decode and speculative verify (`validation/companion/kernels/kda.py`), K3 TP8 shapes.
 
-One GPU holds 12 of K3's 96 KDA heads at TP8 (BRIEF), K = V = 128. Counts, made before timing:
+One GPU holds 12 of K3's 96 KDA heads at TP8 (the Kimi K3 study), K = V = 128. Counts, made before timing:
 
 - FLOP (reference C.3, the algorithm's useful work, not the instructions the kernels issue). Prefill, per
   head and per chunk of c tokens (the last one may be short): 4c²K + 4c²V + 6cKV + (c³ - c)/3, the C.3
@@ -26,12 +26,12 @@ SUITE = "kda"
 SHAPE_COLUMNS = ("seqs", "tokens", "heads", "key_dim", "value_dim", "block_v", "store_states", "num_warps")
 METHOD_COLUMNS = ("n_input_sets", "rel_err")
 
-HEADS = 12  # Kimi K3: 96 KDA heads / TP8 (BRIEF)
-HEAD_DIM = 128  # K = V (BRIEF)
-CHUNK = 64  # equals validation.kernels.kda.CHUNK (not imported: that module imports triton)
+HEADS = 12  # Kimi K3: 96 KDA heads / TP8 (the Kimi K3 study)
+HEAD_DIM = 128  # K = V (the Kimi K3 study)
+CHUNK = 64  # equals validation.companion.kernels.kda.CHUNK (not imported: that module imports triton)
 PREFILL_SHAPES = ((1, 1024), (1, 4096), (1, 16384), (4, 4096))  # (seqs, tokens per sequence)
 PREFILL_BLOCK_V = 32  # FLA's fwd_h tries BV in {32, 64}; 32 gives twice the workgroups at 12 heads
-PREFILL_WARPS = 8  # both prefill launches (validation.kernels.kda.PREFILL_WARPS)
+PREFILL_WARPS = 8  # both prefill launches (validation.companion.kernels.kda.PREFILL_WARPS)
 DECODE_SEQS = (1, 8, 32, 64, 128, 256)
 DECODE_BLOCK_V = (32, 16)
 VERIFY_SEQS = (1, 8, 32, 64)
@@ -139,130 +139,6 @@ def cases() -> list[KdaCase]:
     out += [KdaCase(VERIFY, s, VERIFY_POSITIONS, VERIFY_BLOCK_V[0], RECURRENT_WARPS, store_states=False)
             for s in VERIFY_SEQS]
     return out
-
-
-# ||out - ref|| / ||ref|| against float64 (tests/kernels/test_kda.py justifies the same bounds): the prefill
-# rounds its intermediates and dot operands to bf16 as FLA does; decode and verify round only o to bf16.
-REL_ERR_MAX = {"prefill": 3e-2, "o": 1e-2, "state": 1e-4}
-
-
-def _make_set(case: KdaCase) -> dict:
-    """Fresh random inputs (unit-norm q and k, gates in [-5, 0), beta in (0, 1), a random state) and outputs."""
-    import torch
-
-    b, t, h, kd, vd = case.seqs, case.tokens, case.heads, case.key_dim, case.value_dim
-    dev = "cuda"
-    s = {
-        "q": torch.nn.functional.normalize(torch.randn(b, t, h, kd, device=dev), dim=-1).to(torch.bfloat16),
-        "k": torch.nn.functional.normalize(torch.randn(b, t, h, kd, device=dev), dim=-1).to(torch.bfloat16),
-        "v": torch.randn(b, t, h, vd, device=dev).to(torch.bfloat16),
-        "g": -5.0 * torch.sigmoid(torch.randn(b, t, h, kd, device=dev)),
-        "beta": torch.sigmoid(torch.randn(b, t, h, device=dev)),
-        "state": torch.randn(b, h, kd, vd, device=dev),
-        "o": torch.empty(b, t, h, vd, device=dev, dtype=torch.bfloat16),
-    }
-    if case.kernel == PREFILL:
-        s["final"] = torch.empty_like(s["state"])
-    elif case.store_states:
-        s["states"] = torch.empty(b, t, h, kd, vd, device=dev)
-    return s
-
-
-def _launcher(case: KdaCase):
-    """A function that runs the case's kernel once on one set."""
-    from validation.kernels import kda as kernels
-
-    common = {"block_v": case.block_v, "num_warps": case.num_warps}
-    inputs = ("q", "k", "v", "g", "beta", "state")
-    if case.kernel == PREFILL:
-        return lambda s: kernels.kda_prefill(*(s[n] for n in inputs), o=s["o"], final=s["final"], **common)
-    if case.kernel == DECODE:
-        return lambda s: kernels.kda_decode(*(s[n] for n in inputs), o=s["o"], **common)
-    return lambda s: kernels.kda_verify(*(s[n] for n in inputs), store_states=bool(case.store_states), o=s["o"],
-                                        states=s.get("states"), **common)
-
-
-def _check(case: KdaCase, s: dict, launch) -> float:
-    """Largest relative error of o and the written state(s) against float64; raises if out of bounds."""
-    import torch
-
-    from validation.kernels.kda_ref import kda_reference
-    from validation.measure_suites import MeasurementError
-
-    before = s["state"].clone()
-    launch(s)
-    torch.cuda.synchronize()
-    ref_o, ref_state, ref_states = kda_reference(s["q"], s["k"], s["v"], s["g"], s["beta"], before,
-                                                 keep_states=bool(case.store_states))
-    if case.kernel == PREFILL:
-        pairs, bounds = ((s["o"], ref_o), (s["final"], ref_state)), (REL_ERR_MAX["prefill"],) * 2
-    elif case.store_states:
-        pairs, bounds = ((s["o"], ref_o), (s["states"], ref_states)), (REL_ERR_MAX["o"], REL_ERR_MAX["state"])
-    else:
-        pairs, bounds = ((s["o"], ref_o), (s["state"], ref_state)), (REL_ERR_MAX["o"], REL_ERR_MAX["state"])
-    if (case.kernel == PREFILL or case.store_states) and not torch.equal(s["state"], before):
-        raise MeasurementError(f"{case}: the input state was modified")
-    errs = [float((out.double() - ref).norm() / ref.norm()) for out, ref in pairs]
-    for err, bound in zip(errs, bounds, strict=True):
-        if not err < bound:  # also catches NaN
-            raise MeasurementError(f"{case}: relative error {err:.3e} >= {bound}")
-    return max(errs)
-
-
-def _time(case: KdaCase, sets: list[dict], launch) -> list[float]:
-    """Per-op seconds: eager prefills cycling over the sets, or one graph of launches over every set."""
-    import itertools
-
-    from validation.measure_suites import bench, capture_graph
-
-    if case.launch_mode == "eager":
-        order = itertools.cycle(sets)
-        return bench(lambda: launch(next(order)), case.ops_per_sample, hide_host_gaps=True)
-
-    def body() -> None:
-        for j in range(case.ops_per_sample):
-            launch(sets[j % len(sets)])
-
-    graph = capture_graph(body)
-    try:
-        return bench(graph.replay, case.ops_per_sample, hide_host_gaps=True)
-    finally:
-        del graph
-
-
-def _measure(case: KdaCase, env: dict) -> dict:
-    """One row: rotation sized and checked, kernel checked on fresh inputs, then timed."""
-    import torch
-
-    from validation.measure import case_row, summarize
-    from validation.measure_suites import MeasurementError, _provenance
-
-    n_sets = case.n_sets
-    if n_sets * case.set_bytes() <= L2_ROTATION_FACTOR * env["l2_bytes"]:
-        raise MeasurementError(f"{case}: {n_sets} sets of {case.set_bytes()} B do not exceed "
-                               f"{L2_ROTATION_FACTOR} x L2 ({env['l2_bytes']} B)")
-    sets = [_make_set(case) for _ in range(n_sets)]
-    launch = _launcher(case)
-    err = _check(case, sets[0], launch)
-    print(f"kda {case.kernel} {case.shape()}: {n_sets} sets, rel err {err:.2e}", flush=True)
-    times = _time(case, sets, launch)
-    torch.cuda.synchronize()
-    return {**case_row(case), **summarize(times), "n_input_sets": n_sets, "rel_err": err, **_provenance(env)}
-
-
-def run(cases: list[KdaCase], env: dict) -> tuple[list[dict], list[str]]:
-    """Rows of the cases that passed their float64 check and were timed, and a line per failed case."""
-    import traceback
-
-    rows: list[dict] = []
-    failures: list[str] = []
-    for case in cases:
-        try:
-            rows.append(_measure(case, env))
-        except Exception as e:  # a failed case must not stop the others
-            failures.append(f"{case}: {e}")
-            traceback.print_exc()
-    return rows, failures
 
 
 def _flag(value: str) -> bool:

@@ -1,4 +1,4 @@
-"""MLA decode suite: the Triton split-KV kernel (`validation.kernels.mla_decode`) timed in CUDA graphs.
+"""MLA decode suite: the Triton split-KV kernel (`validation.companion.kernels.mla_decode`) timed in CUDA graphs.
 
 Shapes are Kimi K3's MLA at TP8 (12 query heads per GPU, kv_lora 512 + rope 64, bf16 q and cache),
 one new token per sequence over a uniform history. Decode runs from CUDA graphs in serving engines,
@@ -18,13 +18,10 @@ Counts, exact and fixed before timing:
 
 from __future__ import annotations
 
-import itertools
-import traceback
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 from validation import comparison
-from validation.measure import BF16, GRAPH, case_row, summarize
+from validation.suites import BF16, GRAPH
 from workloads.attention_kernels import MlaDecode
 
 SUITE = "mla_decode"
@@ -33,11 +30,11 @@ METHOD_COLUMNS = ("n_input_sets",)
 
 KERNEL = "triton_mla_decode"
 GROUP = "mla decode"
-HEADS = 12  # Kimi K3 MLA query heads per GPU at TP8 (96 / 8, BRIEF)
+HEADS = 12  # Kimi K3 MLA query heads per GPU at TP8 (96 / 8, the Kimi K3 study)
 KV_LORA = 512  # latent width, also the value width per head
 ROPE_DIM = 64
 WIDTH = KV_LORA + ROPE_DIM
-PAD_HEADS_TO = 16  # the padded path: whole 16-head blocks (BRIEF mechanism 5)
+PAD_HEADS_TO = 16  # the padded path: whole 16-head blocks (mechanism 5 of the Kimi K3 study)
 HEADS_PER_WORKGROUP = 16  # BLOCK_H of the kernel
 # Launch configuration of the kernel module (its BLOCK_N and NUM_WARPS; a test keeps them equal).
 BLOCK_N = 32
@@ -50,10 +47,10 @@ CONTEXTS = (1024, 8192, 32768, 131072)
 LONGEST_CONTEXT_MAX_SEQS = 32  # 131072 tokens only up to 32 sequences (4.8 GB of cache)
 SPLITS = (1, 16)  # every shape: the one-workgroup-per-request path and the 16-partition path
 SPLIT_SWEEP = ((1, 32768, 4), (8, 32768, 4), (32, 32768, 4))  # (seqs, context, splits): 1 / 4 / 16 at 32K
-# BRIEF mechanism 5 is measured at concurrency 1 on 1K and 32K histories, old path against new.
+# Mechanism 5 of the Kimi K3 study is measured at concurrency 1 on 1K and 32K histories, old path against new.
 PADDED = ((1, 1024, 1), (1, 1024, 16), (1, 32768, 1), (1, 32768, 16), (32, 32768, 16))
 MIN_OPS_PER_GRAPH = 4
-# Assumption: at least the L2 PyTorch reports on the lent H200 (60 MB, KINDS.md), so the planned
+# Assumption: at least the L2 PyTorch reports on one NVIDIA H200 (cloud VM) (60 MB), so the planned
 # graph length holds every rotated set; run() refuses a case whose GPU reports more.
 PLAN_L2_BYTES = 64 * 2**20
 L2_ROTATION_FACTOR = 2
@@ -129,96 +126,6 @@ def cases() -> list[MlaDecodeCase]:
         if case.context < case.num_splits * case.block_n:
             raise ValueError(f"{case}: a split would be empty, and bytes() counts every partial")
     return out
-
-
-def _inputs(case: MlaDecodeCase, torch, device: str) -> tuple:
-    """Fresh standard-normal bf16 q (seqs, heads, 576) and cache (seqs, context, 576), uniform lengths."""
-    q = torch.randn(case.seqs, case.heads, WIDTH, device=device, dtype=torch.bfloat16)
-    cache = torch.randn(case.seqs, case.context, WIDTH, device=device, dtype=torch.bfloat16)
-    lengths = torch.full((case.seqs,), case.context, device=device, dtype=torch.int32)
-    return q, cache, lengths
-
-
-def _check(case: MlaDecodeCase, inputs: tuple, launch, torch, rel_err_max: float) -> float:
-    """Largest relative error of the first and last sequences against float64; raises if out of bounds."""
-    from validation.kernels.mla_decode import mla_decode_ref
-    from validation.measure_suites import MeasurementError
-
-    q, cache, lengths = inputs
-    out = launch(q, cache, lengths)
-    torch.cuda.synchronize()
-    if out.shape != (case.seqs, case.heads, KV_LORA) or out.dtype != torch.bfloat16:
-        raise MeasurementError(f"{case}: output {tuple(out.shape)} {out.dtype}")
-    if not bool(torch.isfinite(out).all()):
-        raise MeasurementError(f"{case}: non-finite output")
-    errs = []
-    for b in sorted({0, case.seqs - 1}):
-        ref = mla_decode_ref(q[b : b + 1], cache[b : b + 1], lengths[b : b + 1])
-        errs.append(float((out[b : b + 1].double() - ref).norm() / ref.norm()))
-    err = max(errs)
-    if not err < rel_err_max:
-        raise MeasurementError(f"{case}: relative error {err:.3e} >= {rel_err_max}")
-    return err
-
-
-def _time_graph(case: MlaDecodeCase, sets: list, launch, torch) -> list[float]:
-    """Per-call seconds of a graph of ops_per_sample calls, call j on input set j mod len(sets)."""
-    from validation.measure_suites import bench, capture_graph
-
-    def body() -> None:
-        for j in range(case.ops_per_sample):
-            launch(*sets[j % len(sets)])
-
-    graph = capture_graph(body)
-    try:
-        return bench(graph.replay, case.ops_per_sample, hide_host_gaps=True)
-    finally:
-        del graph
-        torch.cuda.synchronize()
-
-
-def run(cases: Sequence[MlaDecodeCase], env: dict) -> tuple[list[dict], list[str]]:
-    """Check each case against float64 on fresh inputs, then time a graph of ops_per_sample calls."""
-    import functools
-
-    import torch
-
-    from validation.kernels.mla_decode import mla_decode
-    from validation.measure_suites import DEVICE, REL_ERR_MAX, MeasurementError, _provenance
-
-    rows: list[dict] = []
-    failures: list[str] = []
-    for _, group in itertools.groupby(cases, key=lambda c: (c.seqs, c.context, c.heads)):
-        group = list(group)
-        try:
-            n_sets = rotation_sets(group[0].input_set_bytes(), env["l2_bytes"])
-            sets = [_inputs(group[0], torch, DEVICE) for _ in range(n_sets)]
-        except Exception as e:  # a failed shape must not stop the other shapes
-            failures.append(f"{group[0]}: {e}")
-            traceback.print_exc()
-            continue
-        for case in group:
-            try:
-                if n_sets > case.ops_per_sample:
-                    raise MeasurementError(f"{case}: {n_sets} input sets do not fit a graph of {case.ops_per_sample}")
-                launch = functools.partial(mla_decode, num_splits=case.num_splits, pad_heads_to=case.pad_heads_to,
-                                           block_n=case.block_n, num_warps=case.num_warps)
-                sets[0][0].normal_()  # fresh inputs for this case's check
-                sets[0][1].normal_()
-                err = _check(case, sets[0], launch, torch, REL_ERR_MAX[BF16])
-                times = _time_graph(case, sets, launch, torch)
-            except Exception as e:
-                failures.append(f"{case}: {e}")
-                traceback.print_exc()
-                continue
-            rows.append({**case_row(case), **summarize(times), "n_input_sets": n_sets, **_provenance(env)})
-            t = rows[-1]["time_s_median"]
-            print(f"mla_decode seqs={case.seqs} context={case.context} splits={case.num_splits} "
-                  f"pad={case.pad_heads_to}: {n_sets} sets, rel err {err:.2e}, {t * 1e6:.1f} us, "
-                  f"{case.bytes() / t / 1e9:.0f} GB/s", flush=True)
-        del sets
-        torch.cuda.empty_cache()
-    return rows, failures
 
 
 def _counted(kernel: MlaDecode, gpu_name: str) -> comparison.Compiled:

@@ -1,6 +1,6 @@
 """Suite `occupancy`: does the occupancy model predict the step in time when shared memory per block grows?
 
-The probe (`validation.kernels.occupancy_probe`) runs a fixed, latency-bound amount of work per
+The probe (`validation.companion.kernels.occupancy_probe`) runs a fixed, latency-bound amount of work per
 program (a 256-step chase of dependent L2 loads after a small staged dot) on a grid of 8 programs
 per SM (1056 on the H200). Only its shared-memory reservation changes across the sweep, from 4 KiB
 to 224 KiB, through the dot's tile width BK and Triton's `num_stages`. Each row records the
@@ -25,10 +25,7 @@ Counts per launch (P programs, BK, k_iters = 2 staged tile pairs of 16 x BK and 
 
 from __future__ import annotations
 
-import os
-import traceback
-from collections.abc import Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from hwmodels.calibration import load_calibration
 from hwmodels.dtypes import Dtype
@@ -36,7 +33,7 @@ from hwmodels.roofline import LaunchMode, kernel_time
 from hwmodels.spec import load_gpu
 from hwmodels.work import Work
 from validation.comparison import Comparison
-from validation.measure import EAGER, case_row, summarize
+from validation.suites import EAGER
 
 SUITE = "occupancy"
 SHAPE_COLUMNS = ("grid", "num_warps", "block_k", "num_stages", "chase_steps")
@@ -51,7 +48,6 @@ NUM_WARPS = 4
 TILE = 16  # occupancy_probe.TILE (the kernel module imports torch, so it is not imported here)
 K_ITERS = 2  # occupancy_probe.STAGED_TILES
 CHASE_STEPS = 256  # ~256 L2 round trips: tens of microseconds per program (assumption: ~0.3 us each)
-SEGMENT = 512  # table entries per program: a 256-step chase visits distinct entries of one cycle
 # (BK, num_stages), smallest planned reservation first. Planned = (num_stages - 1) x 2 x TILE x BK x 2 bytes
 # (what triton 3.6 and 3.9 allocate for sm_90, compiled ahead of time without a GPU). 28 KiB (64, 8) sits
 # where the model fits 8 programs per SM but 8 x (28 + 1) KiB, counting the 1 KiB CUDA reserves per block,
@@ -103,10 +99,10 @@ def planned_shared_bytes(case: OccupancyCase) -> int:
 
 def case_label(case: OccupancyCase) -> str:
     """The name a row's `anchor` column gives its anchor case."""
-    return _label(case.block_k, case.num_stages)
+    return anchor_label(case.block_k, case.num_stages)
 
 
-def _label(block_k: object, num_stages: object) -> str:
+def anchor_label(block_k: object, num_stages: object) -> str:
     return f"bk{block_k} s{num_stages}"
 
 
@@ -132,7 +128,7 @@ def compare(row: dict[str, str], gpu_name: str) -> Comparison:
     timed = kernel_time(work, gpu, calib, LaunchMode.EAGER)
     anchor_waves = predicted_waves(grid, warps, int(row["anchor_shared_bytes"]), int(row["anchor_registers"]),
                                    gpu_name)
-    label = (f"{_label(row['block_k'], row['num_stages'])}: {shared} B shared, "
+    label = (f"{anchor_label(row['block_k'], row['num_stages'])}: {shared} B shared, "
              f"{timed.occupancy.workgroups_per_cu}/SM, {timed.waves} wave(s)")
     return Comparison(
         label=label,
@@ -141,52 +137,5 @@ def compare(row: dict[str, str], gpu_name: str) -> Comparison:
         measured_s=float(row["time_s_median"]),
         predicted_s=float(row["anchor_time_s"]) * timed.waves / anchor_waves,
         bound="latency",  # by design: dependent loads, far below any throughput limit
-        fitted=row["anchor"] == _label(row["block_k"], row["num_stages"]),
+        fitted=row["anchor"] == anchor_label(row["block_k"], row["num_stages"]),
     )
-
-
-def _time_case(case: OccupancyCase, env: dict) -> dict[str, object]:
-    import torch
-
-    from validation.kernels import occupancy_probe as probe
-    from validation.measure_suites import DEVICE, MeasurementError, _provenance, bench
-
-    rng = torch.Generator().manual_seed(int.from_bytes(os.urandom(4), "little"))  # fresh inputs every run
-    a, b = probe.probe_inputs(K_ITERS, case.block_k, rng)
-    table = probe.chase_table(case.grid, SEGMENT, rng)
-    ref_pos, ref_dot = probe.occupancy_probe_ref(a, b, table, case.grid, case.chase_steps)
-    a, b, table = a.to(DEVICE), b.to(DEVICE), table.to(DEVICE)
-
-    def launch():
-        return probe.occupancy_probe(a, b, table, case.grid, case.chase_steps, num_stages=case.num_stages,
-                                     num_warps=case.num_warps)
-
-    pos, dot, compiled = launch()
-    torch.cuda.synchronize()
-    if not (torch.equal(dot.cpu().double(), ref_dot) and torch.equal(pos.cpu().long(), ref_pos)):
-        raise MeasurementError("probe result differs from the reference")
-    times = bench(launch, 1, hide_host_gaps=True)
-    row = {**case_row(case), **summarize(times), "shared_bytes": int(compiled.metadata.shared),
-           "registers": int(compiled.n_regs), "spills": int(compiled.n_spills), **_provenance(env)}
-    print(f"occupancy {case_label(case)}: shared {row['shared_bytes']} B, {row['registers']} regs, "
-          f"{row['spills']} spills, {row['time_s_median'] * 1e6:.1f} us", flush=True)
-    return row
-
-
-def run(cases: Sequence[OccupancyCase], env: dict) -> tuple[list[dict], list[str]]:
-    """Check and time each case, then give every row the anchor: the row with the smallest recorded reservation."""
-    rows: list[dict] = []
-    failures: list[str] = []
-    for planned in cases:
-        case = replace(planned, grid=int(env["sm_count"]) * PROGRAMS_PER_SM)
-        try:
-            rows.append(_time_case(case, env))
-        except Exception as e:
-            failures.append(f"{case}: {e}")
-            traceback.print_exc()
-    if rows:
-        anchor = min(rows, key=lambda r: (r["shared_bytes"], r["registers"]))
-        for row in rows:
-            row.update(anchor=_label(anchor["block_k"], anchor["num_stages"]), anchor_time_s=anchor["time_s_median"],
-                       anchor_shared_bytes=anchor["shared_bytes"], anchor_registers=anchor["registers"])
-    return rows, failures

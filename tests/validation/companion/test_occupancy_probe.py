@@ -5,14 +5,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from validation.kernels.occupancy_probe import (
+from validation.companion.kernels.occupancy_probe import (
     TILE,
     chase_table,
     occupancy_probe,
     occupancy_probe_ref,
     probe_inputs,
 )
-from validation.measure import case_row
+from validation.suites import case_row
 from validation.suites import occupancy as suite
 
 PROGRAMS = 5

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from validation.report import DATA_DIR, SUITES, compare_suite, error_summary
+from validation import suites
+from validation.report import DATA_DIR, compare_suite, error_summary
 
 GEMM_CSV = DATA_DIR / "h200" / "gemm.csv"
 
@@ -37,7 +38,7 @@ def test_decode_gemms_are_predicted_memory_bound_and_large_ones_compute_bound(ro
 
 
 def test_every_recorded_suite_is_compared_row_by_row():
-    for suite in SUITES:
+    for suite in suites.NAMES:
         path = DATA_DIR / "h200" / f"{suite}.csv"
         compared = compare_suite(path, "h200")
         with path.open() as handle:

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 import torch
 
-from validation.kernels import allreduce as ar
-from validation.kernels.codecs import CODECS, TILE_VALUES
-from validation.kernels.codecs_ref import dequantize_ref, quantize_ref
+from validation.companion.kernels import allreduce as ar
+from validation.companion.kernels.codecs import CODECS, TILE_VALUES
+from validation.companion.kernels.codecs_ref import dequantize_ref, quantize_ref
 
 # Ragged on purpose: 4 full tiles and 300 values; at N=4 rank 2 owns the partial tile and rank 3 none.
 N_VALUES = 4 * TILE_VALUES + 300
@@ -145,7 +145,7 @@ def test_two_gpus_against_nccl(tmp_path):
         pytest.skip("needs 2 GPUs")
     import torch.multiprocessing as mp
 
-    from validation.measure_collectives import force_safe_env
+    from validation.companion.bench.collective_plan import force_safe_env
 
     force_safe_env()  # NVLink multicast stays off in the workers too
     assert os.environ["TORCH_SYMM_MEM_DISABLE_MULTICAST"] == "1"

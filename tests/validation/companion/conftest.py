@@ -1,7 +1,7 @@
 """Companion-kernel tests: on a machine without a GPU the Triton kernels run in the interpreter.
 
 TRITON_INTERPRET must be set before any kernel module is imported, so it is set here, at collection.
-On a CUDA machine (`pytest tests/kernels` on the H200) the same tests run the compiled kernels.
+On a CUDA machine (`pytest tests/validation/companion` on the H200) the same tests run the compiled kernels.
 """
 
 from __future__ import annotations

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from infersim.cli import main
 from validation.report import compare_all, error_summary
 from validation.report_document import REPORT_DIR, render_markdown
@@ -39,3 +41,40 @@ def test_fitted_rows_are_summarized_apart():
     fitted = [r for r in rows if r.fitted]
     assert fitted and all(r.group in ("allreduce nccl", "occupancy waves ratio") for r in fitted)
     assert summary["allreduce nccl"]["fitted_median_abs_pct"] < summary["allreduce quickreduce int4"]["median_abs_pct"]
+
+
+def test_rows_lists_every_compared_row(capsys):
+    assert main(["validate", "--hw", "h200", "--rows", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert len(result["every_row"]) == result["rows"]
+    assert {r["family"] for r in result["every_row"]} == {f["family"] for f in result["families"]}
+
+
+def test_links_reports_the_calibration_on_train_and_held_out_rows(capsys):
+    assert main(["validate", "--links", "h200-2", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    groups = {g["group"]: g for g in result["groups"]}
+    assert groups["allreduce train"]["rows"] == 10 and groups["allreduce held-out"]["rows"] == 9
+    assert groups["allreduce train"]["median_abs_pct"] < 5
+    assert "written" not in result  # a check writes nothing
+
+
+def test_published_compares_each_series_of_the_mi300x_table(capsys):
+    assert main(["validate", "--published", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert {s["series"] for s in result["series"]} == {"RCCL", "QR-FP16", "QR-Q8", "QR-Q6", "QR-Q4"}
+    assert len(result["every_row"]) == sum(s["rows"] for s in result["series"])
+
+
+@pytest.mark.parametrize(("args", "names"), [
+    (["--links", "h200-9"], ("h200-9", "h200-2")),
+    ([], ("--hw", "--links", "--published")),
+    (["--hw", "h200", "--published"], ("--hw", "--links", "--published")),
+    (["--links", "h200-2", "--rows"], ("--rows", "--hw")),
+    (["--hw", "h200", "--refit"], ("--refit", "--links")),
+])
+def test_a_bad_validate_option_is_a_one_line_error(capsys, args, names):
+    assert main(["validate", *args]) == 2
+    err = capsys.readouterr().err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err
+    assert all(name in err for name in names), err

@@ -30,10 +30,18 @@ import torch
 import triton
 import triton.language as tl
 
-from validation.kernels.codecs import CODEC_ID, CODECS, TILE_VALUES, _bf16_bits, decode_tile, encode_tile, tile_bytes
-from validation.kernels.codecs_ref import QMAX
+from validation.companion.kernels.codecs import (
+    CODEC_ID,
+    CODECS,
+    TILE_VALUES,
+    _bf16_bits,
+    decode_tile,
+    encode_tile,
+    tile_bytes,
+)
+from validation.companion.kernels.codecs_ref import QMAX
 
-BLOCK_VALUES = 32  # values sharing one fp16 scale (BRIEF, QuickReduce)
+BLOCK_VALUES = 32  # values sharing one fp16 scale (the QuickReduce study)
 FP16_UNIT = 2.0**-11  # fp16 unit roundoff (11-bit significand)
 FLAG_BASE_WORDS_PER_RANK = 32  # torch's symmetric-memory barrier channels use the pad's first 32*N words
 DEFAULT_PROGRAMS = 1024  # programs per kernel at most: ~8 per H200 SM, one 4 KiB tile each in flight

@@ -1,4 +1,7 @@
-"""The per-rank timing code of `validation.measure_collectives`, which runs on the GPUs; torch is imported lazily."""
+"""The per-rank timing code of the `collectives` and `quickreduce` commands, which runs on the GPUs.
+
+torch is imported inside functions only.
+"""
 
 from __future__ import annotations
 
@@ -10,17 +13,10 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from validation.measure import EAGER, GRAPH, percentile, write_text_atomic
-from validation.measure_collectives import (
-    ELEMENT_BYTES,
-    P2P_BYTES,
-    P2P_CALLS,
-    SAFE_ENV,
-    WARM_SAMPLES,
-    _now_utc,
-    _size_text,
-    plan,
-)
+from validation.collective_sweep import ELEMENT_BYTES, P2P_BYTES, size_text
+from validation.companion.bench.collective_plan import P2P_CALLS, SAFE_ENV, WARM_SAMPLES, now_utc, plan
+from validation.measure_output import percentile, write_text_atomic
+from validation.suites import EAGER, GRAPH
 
 ESTIMATE_CALLS = 5
 GRAPH_WARMUP_CALLS = 3  # eager calls on a side stream before capture (PyTorch's recipe)
@@ -238,7 +234,7 @@ def _measure_case(case: _Case, timer: _Timer, align, device, modes: Sequence[str
                 del graph
                 timer.sync()
         rec["times_s"] = [t / calls for t in times]
-        rec["date"] = _now_utc()
+        rec["date"] = now_utc()
         records.append(rec)
     return records
 
@@ -304,20 +300,20 @@ def _worker(rank: int, cfg: dict) -> None:
                         if r.get("times_s"):
                             t = percentile(r["times_s"], 50)
                             print(
-                                f"{op:14} {_size_text(size):>9} {r['mode']:5}: {t * 1e6:10.2f} us "
+                                f"{op:14} {size_text(size):>9} {r['mode']:5}: {t * 1e6:10.2f} us "
                                 f"({r['ops_per_sample']} calls x {len(r['times_s'])} samples, "
                                 f"check rel err {r['check_rel_err']:.1e})",
                                 flush=True,
                             )
                         else:
-                            print(f"{op:14} {_size_text(size):>9} {r['mode']:5}: FAILED {r.get('error')}", flush=True)
+                            print(f"{op:14} {size_text(size):>9} {r['mode']:5}: FAILED {r.get('error')}", flush=True)
         # The first case again, for the log only: how far apart two timings of the same case are.
         op, size = cfg["ops"][0], cfg["sizes"][0]
         case = _Case(op, size, rank, ws, device, 7)
         for r in _measure_case(case, timer, align, device, modes):
             if rank == 0 and r.get("times_s"):
                 t = percentile(r["times_s"], 50)
-                print(f"repeat {op} {_size_text(size)} {r['mode']}: {t * 1e6:.2f} us (not in the CSV)", flush=True)
+                print(f"repeat {op} {size_text(size)} {r['mode']}: {t * 1e6:.2f} us (not in the CSV)", flush=True)
         case = None
     finally:
         try:

@@ -1,6 +1,6 @@
 """QuickReduce all-reduce codecs as Triton kernels: 2048-value tiles, 32-value blocks with one fp16 scale each.
 
-Format (BRIEF study A; reference/hardware_and_models.md part C.1, sources S27a and S39). Per block of 32 values:
+Format (the QuickReduce study; reference/hardware_and_models.md part C.1, sources S27a and S39). Per block of 32 values:
 absmax = max |x| (fp32); decode scale d = fp16(absmax / qmax) with qmax = 128 (INT8), 32 (INT6), 8 (INT4),
 4 (INT3) or 6 (FP4), divided with IEEE rounding; encode scale e = 1 / (fp32(d) + 1e-7), also IEEE-rounded.
 Integer codecs: q = round-half-even(clip(x * e, -qmax, qmax - 1)), stored biased as u = q + qmax. FP4 (E2M1):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from validation.kernels.mla_decode import BLOCK_N, KV_LORA, ROPE_DIM, mla_decode, mla_decode_ref
+from validation.companion.kernels.mla_decode import BLOCK_N, KV_LORA, ROPE_DIM, mla_decode, mla_decode_ref
 
 WIDTH = KV_LORA + ROPE_DIM
 # The interpreter stores bf16 as uint16 and its tl.dot multiplies the bit patterns (triton 3.9;
@@ -114,7 +114,7 @@ def test_bad_arguments_name_the_problem(kwargs, match):
 
 def test_suite_defaults_are_the_kernels():
     """The suite's shape columns describe the launches the kernel module makes."""
-    from validation.kernels import mla_decode as kernels
+    from validation.companion.kernels import mla_decode as kernels
     from validation.suites import mla_decode as suite
 
     assert (suite.BLOCK_N, suite.NUM_WARPS, suite.KV_LORA, suite.ROPE_DIM, suite.HEADS_PER_WORKGROUP) == (
@@ -157,7 +157,7 @@ def test_suite_bytes_equal_the_models_launches(splits, pad):
 
 def test_suite_compare_on_a_synthetic_row():
     """Not a measurement: a planned row with made-up timing columns goes through compare()."""
-    from validation.measure import case_row
+    from validation.suites import case_row
     from validation.suites.mla_decode import GROUP, cases, compare
 
     case = next(c for c in cases() if c.pad_heads_to and c.num_splits > 1)
@@ -169,8 +169,8 @@ def test_suite_compare_on_a_synthetic_row():
 
 
 def test_suite_lists_without_a_gpu(capsys):
-    from validation.measure import main
+    from validation.companion.bench.cli import main
     from validation.suites.mla_decode import cases
 
-    assert main(["--suite", "mla_decode", "--list"]) == 0
+    assert main(["suites", "--suite", "mla_decode", "--list"]) == 0
     assert len(capsys.readouterr().out.splitlines()) == len(cases())

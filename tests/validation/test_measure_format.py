@@ -1,4 +1,4 @@
-"""The recorded measurement CSVs keep their contract, and measure.py's GPU-free helpers are right.
+"""The recorded measurement CSVs keep their contract, and the suites' cases, counts and columns are right.
 
 Needs neither torch nor a GPU: the CSVs are read with the csv module.
 """
@@ -14,10 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from validation import measure
-from validation import suites as companion_suites
+from tests.conftest import ROOT
+from validation import measure_output, suites
+from validation.suites import gemm
 
-DATA_DIR = Path(__file__).resolve().parents[1] / "validation" / "data" / "h200"
+DATA_DIR = ROOT / "validation" / "data" / "h200"
 CSV_PATHS = sorted(DATA_DIR.glob("*.csv"))
 
 REQUIRED = (
@@ -53,7 +54,7 @@ def _read(path: Path) -> tuple[list[str], list[dict[str, str]]]:
 
 
 def test_every_suite_has_a_csv():
-    assert {p.stem for p in CSV_PATHS} >= set(measure.SUITES)
+    assert {p.stem for p in CSV_PATHS} >= set(suites.NAMES)
 
 
 @pytest.mark.parametrize("path", CSV_PATHS, ids=lambda p: p.name)
@@ -110,38 +111,38 @@ def test_copy_bytes_are_read_plus_write():
         assert int(row["flop"]) == 0
 
 
-# ---- measure.py helpers, on the CPU
+# ---- the suites' cases and counts, and the writers, on the CPU
 
 
 def test_gemm_counts_exact_on_tiny_shape():
-    assert measure.gemm_flop(2, 3, 4) == 48
-    assert measure.gemm_bytes(2, 3, 4, in_element_bytes=2) == (8 + 12) * 2 + 6 * 2
-    case = measure.GemmCase("torch_scaled_mm", measure.FP8, 2, 3, 4, measure.EAGER, 1)
+    assert gemm.gemm_flop(2, 3, 4) == 48
+    assert gemm.gemm_bytes(2, 3, 4, in_element_bytes=2) == (8 + 12) * 2 + 6 * 2
+    case = gemm.GemmCase("torch_scaled_mm", suites.FP8, 2, 3, 4, suites.EAGER, 1)
     assert case.bytes() == (8 + 12) * 1 + 6 * 2
 
 
 def test_percentile_matches_linear_interpolation():
     values = [5.0, 1.0, 4.0, 2.0, 3.0]
-    assert measure.percentile(values, 50) == 3.0
-    assert measure.percentile(values, 10) == pytest.approx(1.4)
-    assert measure.percentile(values, 90) == pytest.approx(4.6)
-    assert measure.percentile([7.0], 90) == 7.0
+    assert measure_output.percentile(values, 50) == 3.0
+    assert measure_output.percentile(values, 10) == pytest.approx(1.4)
+    assert measure_output.percentile(values, 90) == pytest.approx(4.6)
+    assert measure_output.percentile([7.0], 90) == 7.0
 
 
 def test_summarize_rejects_bad_times():
     with pytest.raises(ValueError, match="non-positive"):
-        measure.summarize([1e-3, 0.0])
-    s = measure.summarize([3e-6, 1e-6, 2e-6])
+        measure_output.summarize([1e-3, 0.0])
+    s = measure_output.summarize([3e-6, 1e-6, 2e-6])
     assert s["time_s_median"] == 2e-6 and s["repeats"] == 3
 
 
 def test_write_csv_atomic_round_trip(tmp_path):
-    header = measure.columns("launch")
+    header = suites.columns("launch")
     row = {"kernel": "k", "numel": 1, "time_s_median": 1.5e-6, "grid_unused": None}
     with pytest.raises(ValueError, match="grid_unused"):
-        measure.write_csv_atomic(tmp_path / "launch.csv", header, [row])
+        measure_output.write_csv_atomic(tmp_path / "launch.csv", header, [row])
     del row["grid_unused"]
-    measure.write_csv_atomic(tmp_path / "launch.csv", header, [row])
+    measure_output.write_csv_atomic(tmp_path / "launch.csv", header, [row])
     got_header, rows = _read(tmp_path / "launch.csv")
     assert got_header == header
     assert float(rows[0]["time_s_median"]) == 1.5e-6 and rows[0]["dtype"] == ""
@@ -149,19 +150,20 @@ def test_write_csv_atomic_round_trip(tmp_path):
 
 
 def test_cases_are_counted_and_modes_valid():
-    for suite in measure.SUITES:
-        for case in measure.suite_cases(suite):
-            row = measure.case_row(case)
-            assert row["launch_mode"] in measure.LAUNCH_MODES
-            assert row["host_gaps"] in measure.HOST_GAPS
-            assert set(row) <= set(measure.columns(suite))
-    skinny = [c for c in measure.gemm_cases() if c.m < measure.GEMM_EAGER_BATCH_BELOW_M]
+    for suite in suites.NAMES:
+        for case in suites.cases(suite):
+            row = suites.case_row(case)
+            assert row["launch_mode"] in suites.LAUNCH_MODES
+            assert row["host_gaps"] in suites.HOST_GAPS
+            assert set(row) <= set(suites.columns(suite))
+    skinny = [c for c in gemm.cases() if c.m < gemm.GEMM_EAGER_BATCH_BELOW_M]
     assert {c.launch_mode for c in skinny} == {"eager", "graph"}
-    assert measure.expand_suites(["launch", "all"]) == ["launch", "gemm", "copy_grid", *companion_suites.NAMES]
+    assert suites.expand(["launch", "all"]) == ["launch", "gemm", "copy_grid", *suites.COMPANION]
 
 
-def test_measure_imports_without_torch():
-    code = "import sys, validation.measure; print('torch' in sys.modules, 'triton' in sys.modules)"
-    repo = Path(__file__).resolve().parents[1]
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=repo)
+def test_the_product_side_imports_without_torch():
+    modules = sorted(".".join(p.relative_to(ROOT).with_suffix("").parts).removesuffix(".__init__")
+                     for p in (ROOT / "validation").rglob("*.py") if "companion" not in p.parts)
+    code = f"import sys; import {', '.join(modules)}; print('torch' in sys.modules, 'triton' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     assert out.stdout.split() == ["False", "False"]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from validation.kernels.norms import add_rmsnorm_fused, add_rmsnorm_ref, add_rmsnorm_unfused
+from validation.companion.kernels.norms import add_rmsnorm_fused, add_rmsnorm_ref, add_rmsnorm_unfused
 
 EPS = 1e-6
 # One fp32 -> bf16 conversion is within one rounding unit, relative: 2^-8 on the GPU (round to nearest,
@@ -86,7 +86,7 @@ def test_suite_cases_and_counts_match_the_model():
 
 
 def test_suite_thread_counts_match_the_kernels():
-    from validation.kernels import norms
+    from validation.companion.kernels import norms
     from validation.suites import norm as suite
     from workloads.kernels import Elementwise
 
@@ -96,18 +96,19 @@ def test_suite_thread_counts_match_the_kernels():
 
 
 def test_suite_rotation_grows_with_a_larger_l2():
+    from validation.companion.bench.suites.norm import _fit_rotation
     from validation.suites import norm as suite
 
     case = suite.cases()[0]  # fused, 1 token: a graph of one launch per set
-    bigger = suite._fit_rotation(case, 4 * suite.PLANNED_L2_BYTES)
+    bigger = _fit_rotation(case, 4 * suite.PLANNED_L2_BYTES)
     assert bigger.ops_per_sample * case.input_bytes() > 2 * 4 * suite.PLANNED_L2_BYTES
-    assert suite._fit_rotation(case, suite.PLANNED_L2_BYTES) == case
+    assert _fit_rotation(case, suite.PLANNED_L2_BYTES) == case
 
 
 @pytest.mark.parametrize("index", [0, 1, -1, -2])
 def test_suite_compare_on_a_synthetic_row(index):
     """Made-up times: this checks the mapping from a row to the model, it measures nothing."""
-    from validation.measure import case_row
+    from validation.suites import case_row
     from validation.suites import norm as suite
 
     case = suite.cases()[index]

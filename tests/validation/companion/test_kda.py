@@ -18,8 +18,8 @@ import math
 import pytest
 import torch
 
-from validation.kernels.kda import kda_decode, kda_prefill, kda_verify
-from validation.kernels.kda_ref import kda_reference
+from validation.companion.kernels.kda import kda_decode, kda_prefill, kda_verify
+from validation.companion.kernels.kda_ref import kda_reference
 
 PREFILL_TOL = 3e-2
 OUT_TOL = 1e-2
@@ -129,7 +129,7 @@ def test_launchers_reject_bad_arguments(device):
 
 
 def _suite_rows():
-    from validation.measure import case_row
+    from validation.suites import case_row
     from validation.suites import kda as suite
 
     fake_timing = {"time_s_median": 1e-4, "time_s_p10": 9e-5, "time_s_p90": 1.1e-4, "repeats": 20}
@@ -139,7 +139,7 @@ def _suite_rows():
 
 def test_suite_cases_counts_and_compare():
     """Not a measurement: synthetic timings, to check that every planned row maps to a model."""
-    from validation import measure
+    from validation import suites
     from workloads.kda_kernels import KdaPrefill, KdaVerify
 
     suite, rows = _suite_rows()
@@ -151,10 +151,10 @@ def test_suite_cases_counts_and_compare():
         rotated = case.n_sets * case.set_bytes()
         assert rotated > 2 * suite.PLAN_L2_BYTES
         assert case.ops_per_sample % case.n_sets == 0 or case.kernel == suite.PREFILL  # whole passes
-    columns = set(measure.columns("kda"))
+    columns = set(suites.columns("kda"))
     for case in cases:
-        row = measure.case_row(case)
-        assert set(row) <= columns and row["launch_mode"] in measure.LAUNCH_MODES
+        row = suites.case_row(case)
+        assert set(row) <= columns and row["launch_mode"] in suites.LAUNCH_MODES
     for row in rows:
         c = suite.compare(row, "h200")
         assert c.predicted_s > 0 and c.group in suite.GROUPS.values()

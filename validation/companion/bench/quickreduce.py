@@ -1,19 +1,19 @@
-"""Measure the quantized two-shot all-reduce (`validation.kernels.allreduce`) beside NCCL on the GPUs of one host.
+"""`quickreduce`: measure the quantized two-shot all-reduce (`validation.companion.kernels.allreduce`) beside NCCL.
 
-    python -m validation.measure_quickreduce --out DIR     # DIR defaults to $OUT; writes collectives_quickreduce.csv
-    python -m validation.measure_quickreduce --list        # the planned cases, no GPU needed
+    python -m validation.companion.bench quickreduce --out DIR   # DIR defaults to $OUT
+    python -m validation.companion.bench quickreduce --list      # the planned cases, no GPU needed
 
-One process per GPU, as `validation.measure_collectives` (whose plan, rows, provenance and per-rank timing
-code this reuses), bf16 tensors of fresh random values, every power of two from 4 KiB to 1 GiB. The kernels
-cast bf16 to fp16 before encoding (vLLM's default) and write bf16. For each size: NCCL's all_reduce, then
-the all-reduce through every codec, each checked once on fresh inputs before timing (codecs: every value within
-`allreduce.error_bound` of the NCCL fp32 sum; NCCL: rtol 1e-2), then timed in `graph` mode only: `ops_per_sample`
-calls captured in one CUDA graph, replayed behind a sleep kernel, CUDA events, median of the samples. The
-quantized path works out of place (out != x), so repeated calls compute the same sum.
+Writes `collectives_quickreduce.csv`. One process per GPU of one host, as the `collectives` command (whose plan,
+rows, provenance and per-rank timing code this reuses), bf16 tensors of fresh random values, every power of two
+from 4 KiB to 1 GiB. The kernels cast bf16 to fp16 before encoding (vLLM's default) and write bf16. For each size:
+NCCL's all_reduce, then the all-reduce through every codec, each checked once on fresh inputs before timing
+(codecs: every value within `allreduce.error_bound` of the NCCL fp32 sum; NCCL: rtol 1e-2), then timed in `graph`
+mode only: `ops_per_sample` calls captured in one CUDA graph, replayed behind a sleep kernel, CUDA events, median
+of the samples. The quantized path works out of place (out != x), so repeated calls compute the same sum.
 
 Before any cross-rank call every worker compiles and checks each codec on its own GPU with N ranks emulated
 on local buffers, so that no rank spins on flags while its peer compiles. NVLink multicast stays off
-(`measure_collectives.SAFE_ENV` is forced here and checked in every worker); no multimem op is used.
+(`collective_plan.SAFE_ENV` is forced here and checked in every worker); no multimem op is used.
 """
 
 from __future__ import annotations
@@ -27,32 +27,38 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
-from validation.measure import GRAPH, output_folder, write_csv_atomic
-from validation.measure_collectives import (
+from validation.collective_sweep import (
     COLUMNS,
     ELEMENT_BYTES,
     MAX_BYTES,
     MIN_BYTES,
-    SAFE_ENV,
-    SMI_CLOCKS,
-    _cmd_text,
-    _size_text,
+    QUICKREDUCE_CSV,
     build_rows,
-    force_safe_env,
-    provenance,
-    run_ranks,
+    size_text,
     sizes,
 )
-from validation.measure_output import report_failures
+from validation.companion.bench.collective_plan import SAFE_ENV, force_safe_env
+from validation.companion.bench.collective_workers import (
+    PG_TIMEOUT_S,
+    _agree_max,
+    _Case,
+    _measure_case,
+    _Timer,
+    _warm_clocks,
+    _write_json_atomic,
+)
+from validation.companion.bench.collectives import SMI_CLOCKS, _cmd_text, provenance, run_ranks
+from validation.companion.bench.output import output_folder, report_failures
+from validation.measure_output import percentile, write_csv_atomic
+from validation.suites import GRAPH
 from workloads.codecs import Codec
 
-CSV_NAME = "collectives_quickreduce.csv"
-CODECS = tuple(c.value for c in Codec)  # the kernels' codecs too (validation.kernels.codecs imports triton)
+CODECS = tuple(c.value for c in Codec)  # the kernels' codecs too (the kernel module imports triton)
 NCCL = "nccl"
 MAX_PROGRAMS = 1024
 NUM_WARPS = 4
 SELF_CHECK_VALUES = 9 * Codec.FP.tile_values  # the local compile-and-check input (a multiple of 16)
-BUDGET_S = 200.0  # start no new size after this long (the brief asks for ~4 minutes in all)
+BUDGET_S = 200.0  # start no new size after this long (a run of about 4 minutes in all)
 DEADLINE_S = 280.0  # the workers are terminated after this long; their finished cases are kept
 
 
@@ -94,7 +100,7 @@ class _QRCase:
         """(every value within the codec's bound of NCCL's fp32 sum and no wait timed out, relative error)."""
         import torch.distributed as dist
 
-        from validation.kernels import allreduce as ar
+        from validation.companion.kernels import allreduce as ar
 
         torch = self.torch
         if self._check is None:
@@ -115,7 +121,7 @@ def _self_check(codec: str, world: int, device, cfg: dict) -> str | None:
     """Compile the codec's kernels and run them on N emulated ranks on this GPU; an error line, or None."""
     import torch
 
-    from validation.kernels import allreduce as ar
+    from validation.companion.kernels import allreduce as ar
 
     gen = torch.Generator(device=device)
     gen.manual_seed(99)
@@ -139,16 +145,7 @@ def _worker(rank: int, cfg: dict) -> None:
     import torch
     import torch.distributed as dist
 
-    from validation.collective_workers import (
-        PG_TIMEOUT_S,
-        _agree_max,
-        _Case,
-        _measure_case,
-        _Timer,
-        _warm_clocks,
-        _write_json_atomic,
-    )
-    from validation.kernels import allreduce as ar
+    from validation.companion.kernels import allreduce as ar
 
     for k, v in SAFE_ENV.items():
         if os.environ.get(k) != v:
@@ -186,7 +183,7 @@ def _worker(rank: int, cfg: dict) -> None:
         for i_size, size in enumerate(cfg["sizes"]):
             if _agree_max(1.0 if time.monotonic() - t0 > cfg["budget_s"] else 0.0, device) > 0:
                 if rank == 0:
-                    print(f"budget of {cfg['budget_s']:.0f} s spent: stopping before {_size_text(size)}", flush=True)
+                    print(f"budget of {cfg['budget_s']:.0f} s spent: stopping before {size_text(size)}", flush=True)
                 break
             for i_b, backend in enumerate(cfg["backends"]):
                 seed = 1_000_003 * (i_b + 1) + 1009 * i_size
@@ -219,9 +216,7 @@ def _worker(rank: int, cfg: dict) -> None:
 
 
 def _print_record(r: dict, world: int) -> None:
-    from validation.measure import percentile
-
-    name = f"{r['backend']:6} {_size_text(r['size_bytes']):>9}"
+    name = f"{r['backend']:6} {size_text(r['size_bytes']):>9}"
     if not r.get("times_s"):
         print(f"{name}: FAILED {r.get('error')}", flush=True)
         return
@@ -238,8 +233,7 @@ def phase_times(codecs: Sequence[str], numel: int, cfg: dict, samples: int = 5) 
     """Each kernel's median time with 2 ranks emulated on GPU 0 (local buffers, no link): the SM and HBM share."""
     import torch
 
-    from validation.kernels import allreduce as ar
-    from validation.measure import percentile
+    from validation.companion.kernels import allreduce as ar
 
     device = torch.device("cuda", 0)
     gen = torch.Generator(device=device)
@@ -253,7 +247,7 @@ def phase_times(codecs: Sequence[str], numel: int, cfg: dict, samples: int = 5) 
         ("reduce", lambda r, c: ar.reduce(r, em.peers, em.states[r], c, lay, num_warps=w)),
         ("gather", lambda r, c: ar.gather(outs[r], r, em.peers, em.states[r], c, lay, num_warps=w)),
     )
-    lines = [f"per-kernel time, 2 ranks emulated on one GPU, {_size_text(2 * numel)} bf16, {lay.programs} programs "
+    lines = [f"per-kernel time, 2 ranks emulated on one GPU, {size_text(2 * numel)} bf16, {lay.programs} programs "
              f"(us, median of {samples}; each rank's launch timed alone)",
              f"{'codec':6} {'scatter':>9} {'reduce':>9} {'gather':>9} {'sum':>9}"]
     for codec in codecs:
@@ -286,7 +280,7 @@ def summary(rows: Sequence[dict]) -> str:
         for c in codecs:
             v = t.get((f"{backend_name(c)}_all_reduce", s))
             cells.append(f"{v * 1e6:9.1f} ({base / v:5.2f})" if v and base else f"{'-':>17}")
-        lines.append(f"{_size_text(s):>9} {base * 1e6 if base else float('nan'):9.1f} " + " ".join(cells))
+        lines.append(f"{size_text(s):>9} {base * 1e6 if base else float('nan'):9.1f} " + " ".join(cells))
     for c in codecs:
         k = f"{backend_name(c)}_all_reduce"
         both = [s for s in all_sizes if (k, s) in t and (nccl, s) in t]
@@ -295,15 +289,14 @@ def summary(rows: Sequence[dict]) -> str:
         wins = [t[(k, s)] < t[(nccl, s)] for s in both]
         cross = next((s for i, s in enumerate(both) if all(wins[i:])), None)
         top = both[-1]
-        lines.append(f"{c}: faster than NCCL from {_size_text(cross) if cross else 'no size'} on "
-                     f"(first win: {_size_text(both[wins.index(True)]) if any(wins) else 'none'}); at "
-                     f"{_size_text(top)}: {t[(nccl, top)] / t[(k, top)]:.2f}x NCCL, algbw "
+        lines.append(f"{c}: faster than NCCL from {size_text(cross) if cross else 'no size'} on "
+                     f"(first win: {size_text(both[wins.index(True)]) if any(wins) else 'none'}); at "
+                     f"{size_text(top)}: {t[(nccl, top)] / t[(k, top)]:.2f}x NCCL, algbw "
                      f"{top / t[(k, top)] / 1e9:.0f} GB/s, wire {wire_bytes(top, c, 2) / t[(k, top)] / 1e9:.0f} GB/s")
     return "\n".join(lines)
 
 
-def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="python -m validation.measure_quickreduce", description=__doc__.splitlines()[0])
+def add_arguments(p: argparse.ArgumentParser) -> None:
     p.add_argument("--out", type=Path, default=None, help="output folder (default: $OUT)")
     p.add_argument("--codec", action="append", choices=CODECS, help="repeatable; default: all six")
     p.add_argument("--no-nccl", action="store_true", help="skip the NCCL rows")
@@ -318,11 +311,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--phase-times", type=int, default=0, metavar="BYTES",
                    help="afterwards, time each kernel alone on GPU 0 at this size, 2 ranks emulated locally")
     p.add_argument("--list", action="store_true", help="print the planned cases; no GPU")
-    return p
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+def run(args: argparse.Namespace) -> int:
     codecs = tuple(args.codec or CODECS)
     backends = codecs if args.no_nccl else (NCCL, *codecs)
     planned = sorted(set(args.size)) if args.size else sizes(args.min_bytes, args.max_bytes)
@@ -333,14 +324,14 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 0
     changed = force_safe_env()
     if changed:
-        print(f"measure_quickreduce: set {', '.join(f'{k}={SAFE_ENV[k]}' for k in changed)}", flush=True)
-    out = output_folder(args.out, "measure_quickreduce")
+        print(f"bench quickreduce: set {', '.join(f'{k}={SAFE_ENV[k]}' for k in changed)}", flush=True)
+    out = output_folder(args.out, "bench quickreduce")
     if out is None:
         return 2
     import torch
 
     if torch.cuda.device_count() < args.world_size:
-        print(f"measure_quickreduce: {torch.cuda.device_count()} GPUs, need {args.world_size}", file=sys.stderr)
+        print(f"bench quickreduce: {torch.cuda.device_count()} GPUs, need {args.world_size}", file=sys.stderr)
         return 1
     print(_cmd_text(SMI_CLOCKS), flush=True)
     print("env:", {k: os.environ.get(k, "") for k in (*SAFE_ENV, "NCCL_ALGO", "NCCL_PROTO")}, flush=True)
@@ -360,7 +351,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         mine = [[r for r in res if r.get("backend") == b] for res in results]
         rows += build_rows(mine, args.world_size, backend_name(b), prov)
     print(_cmd_text(SMI_CLOCKS), flush=True)
-    path = out / CSV_NAME
+    path = out / QUICKREDUCE_CSV
     write_csv_atomic(path, COLUMNS, rows)
     print(f"wrote {path} ({len(rows)} rows)", flush=True)
     print(summary(rows), flush=True)
@@ -370,8 +361,5 @@ def main(argv: Sequence[str] | None = None) -> int:
         except Exception as e:
             traceback.print_exc()
             failures.append(f"phase times: {type(e).__name__}: {e}")
-    return report_failures("measure_quickreduce", failures)
+    return report_failures("bench quickreduce", failures)
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -6,8 +6,10 @@ import numpy as np
 import pytest
 import torch
 
-from validation.kernels import codecs, codecs_ref
-from validation.measure import case_row
+from validation.companion.bench.suites import codec as bench
+from validation.companion.bench.timing import environment
+from validation.companion.kernels import codecs, codecs_ref
+from validation.suites import case_row
 from validation.suites import codec as suite
 from workloads.codecs import Codec
 
@@ -176,16 +178,14 @@ def test_suite_compare_on_a_synthetic_row():
 @pytest.mark.parametrize("codec", ("int6", "fp4"))
 def test_suite_check_passes_on_correct_kernels(codec, device):
     """The suite's pre-timing check (bytes and values against numpy, error bound) accepts the real kernels."""
-    values = 2 * suite.CHECK_TILES * codecs.TILE_VALUES
-    x, packed = suite.checked_pair(codec, values, device)
-    assert x.numel() == values and packed.numel() == 2 * suite.CHECK_TILES * codecs.tile_bytes(codec)
+    values = 2 * bench.CHECK_TILES * codecs.TILE_VALUES
+    x, packed = bench.checked_pair(codec, values, device)
+    assert x.numel() == values and packed.numel() == 2 * bench.CHECK_TILES * codecs.tile_bytes(codec)
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="times kernels on a CUDA GPU")
 def test_suite_runs_one_size_on_the_gpu():
-    from validation import measure_suites
-
     planned = [c for c in suite.cases() if c.codec == "int3" and c.values == 1 << 19]
-    rows, failures = suite.run(planned, measure_suites.environment())
+    rows, failures = bench.run(planned, environment())
     assert failures == [] and len(rows) == 2
     assert all(float(r["time_s_median"]) > 0 for r in rows)

@@ -1,0 +1,36 @@
+"""The bench's GPU-free parts: the collective sweep's timing plan, the multicast-off environment, and its
+entry point, which parses every sub-command and lists planned cases without importing torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from tests.conftest import ROOT
+from validation.companion.bench import collective_plan as mc
+
+
+def test_plan_bounds():
+    assert mc.plan(4096, 1e-9, "eager") == (200, mc.SAMPLES, mc.WARM_SAMPLES)
+    assert mc.plan(4096, 1.0, "eager")[0] == 20
+    assert mc.plan(4096, 1e-9, "graph")[0] == 50
+    assert mc.plan(4096, 1.0, "graph")[0] == 10
+    calls, samples, _ = mc.plan(64 << 20, 1e-3, "graph")
+    assert calls == 5 and samples >= 10
+    assert mc.plan(1 << 30, 3e-3, "eager")[:2] == (5, mc.LARGE_SAMPLES)
+    assert mc.SAMPLES >= 20
+
+
+def test_safe_env_is_forced():
+    env = {"NCCL_NVLS_ENABLE": "1"}
+    changed = mc.force_safe_env(env)
+    assert env == {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+    assert set(changed) == set(env)
+    assert mc.force_safe_env(env) == []
+
+
+def test_the_entry_point_parses_every_command_without_torch():
+    code = ("import sys; from validation.companion.bench.cli import COMMANDS, parser; parser(); "
+            "import validation.companion.bench.collective_workers; print('torch' in sys.modules, sorted(COMMANDS))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert out.stdout.split(maxsplit=1) == ["False", "['collectives', 'quickreduce', 'sass-counts', 'suites']\n"]

@@ -1,0 +1,7 @@
+"""`python -m validation.companion.bench`: see `validation.companion.bench.cli`."""
+
+import sys
+
+from validation.companion.bench.cli import main
+
+sys.exit(main())
