@@ -78,7 +78,8 @@ def _parser() -> argparse.ArgumentParser:
     mem.add_argument("--kda-checkpoint-tokens", type=_positive_int, default=None, metavar="N",
                      help="a cached prefix keeps a KDA state every N tokens; their bytes count against capacity")
     mem.add_argument("--row-only-weights", action="store_true",
-                     help="load only the routed-output rows each rank uses (BRIEF mechanism 3)")
+                     help="load only the routed-output rows each rank uses (MoE routed-output ownership, "
+                          "a Kimi K3 study mechanism)")
     mem.add_argument("--json", action="store_true", help="print one JSON object")
 
     step = sub.add_parser("step", help="one engine step as kernels per rank: counts, FLOP, bytes, kernel time")

@@ -1,4 +1,4 @@
-"""The host-DRAM tier of the prefix cache (BRIEF study B: CPU offload).
+"""The host-DRAM tier of the prefix cache (CPU offload: Kimi K3 study, mechanism 2).
 
 Hashed blocks evicted from HBM are stored in host DRAM, least recently used evicted there too; a prefix
 hit that continues past HBM into this tier loads those blocks back. The counts of blocks stored and

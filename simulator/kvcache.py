@@ -19,7 +19,7 @@ Simplifications, each a deliberate departure from vLLM v1:
 - A new block whose hash is already cached (possible only after a chain was evicted out of order)
   stays unhashed; vLLM would keep both copies under the one hash.
 
-KDA layers (BRIEF.md study B, mechanism 2) can resume only where a recurrent-state checkpoint was
+KDA layers (Kimi K3 study, mechanism 2) can resume only where a recurrent-state checkpoint was
 saved: `checkpoint_tokens` rounds every hit down to a multiple of the checkpoint interval.
 """
 

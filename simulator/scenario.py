@@ -96,7 +96,7 @@ class Cache:
     prefix_caching: bool = True
     host_offload_gb_per_gpu: float = 0.0  # host DRAM tier per GPU (0: no offload)
     offload_overlap: bool = True  # host copies overlap compute (False: they add to the step)
-    kda_checkpoint_interval: int = 2048  # tokens between saved KDA states (BRIEF mechanism 2)
+    kda_checkpoint_interval: int = 2048  # tokens between saved KDA states (Kimi K3 study, mechanism 2)
     align_kda_checkpoints: bool = False  # save KDA state with each MLA block so resume points agree
 
     def __post_init__(self) -> None:

@@ -132,9 +132,10 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
     platform = load_platform(scenario.hardware.platform)
     serving = scenario.serving
     block = scenario.cache.block_tokens
-    # BRIEF mechanism 2: a hit resumes only where every layer has state. With KDA layers the hit is cut
-    # to the last KDA checkpoint, unless checkpoints are saved with every attention block (aligned); each
-    # saved checkpoint takes HBM (and host DRAM) beside the attention history it goes with.
+    # KDA checkpoints (Kimi K3 study, mechanism 2): a hit resumes only where every layer has state. With KDA
+    # layers the hit is cut to the last KDA checkpoint, unless checkpoints are saved with every attention
+    # block (aligned); each saved checkpoint takes HBM (and host DRAM) beside the attention history it goes
+    # with.
     checkpoint = None
     if deployment.model.kda is not None:
         checkpoint = block if scenario.cache.align_kda_checkpoints else scenario.cache.kda_checkpoint_interval

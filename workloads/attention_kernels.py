@@ -82,7 +82,7 @@ class AttentionPrefill(KernelKind):
 
 @dataclass(frozen=True)
 class MlaDecode(KernelKind):
-    """Absorbed-MLA decode over the compressed latent, with head padding and KV splits (BRIEF mech. 5)."""
+    """Absorbed-MLA decode over the compressed latent, with head padding and KV splits (Kimi K3 study)."""
 
     kind: ClassVar[str] = "mla-decode"
 

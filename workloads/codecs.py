@@ -6,10 +6,10 @@ from enum import Enum
 
 from hwmodels.choices import parse_choice
 
-# Source for every constant below: BRIEF.md study A, and reference/hardware_and_models.md part C.1
-# (QuickReduce codec table): blocks of 32 values share one fp16 scale; a tile is 2048 values
-# (4096 B of fp16) per 256-thread workgroup; tiles on the wire are FP 4096, INT8 2176, INT6 1664,
-# INT4 1152, INT3 896 and FP4 (fork) 1152 bytes.
+# Source for every constant below: the QuickReduce study's codec table, from vLLM's QuickReduce kernels
+# [S27a] and the INT3/FP4 codec sources [S39] (tags: hwmodels/specs/SOURCES.md): blocks of 32 values
+# share one fp16 scale; a tile is 2048 values (4096 B of fp16) per 256-thread workgroup; tiles on the
+# wire are FP 4096, INT8 2176, INT6 1664, INT4 1152, INT3 896 and FP4 (fork) 1152 bytes.
 _TILE_VALUES = 2048
 _BLOCK_VALUES = 32
 _SCALE_BYTES = 2  # one fp16 scale per block

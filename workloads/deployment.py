@@ -1,4 +1,4 @@
-"""A deployment: a model on a GPU with a parallel plan, precisions and the kernel options of BRIEF's mechanisms."""
+"""A deployment: a model on a GPU with a parallel plan, precisions and the Kimi K3 study's kernel options."""
 
 from __future__ import annotations
 
@@ -15,7 +15,7 @@ from workloads.model import Mixer, ModelSpec, Part
 
 @dataclass(frozen=True)
 class KernelOptions:
-    """The switches of BRIEF's mechanisms; defaults are the 'before' state of each."""
+    """The switches of the Kimi K3 study's mechanisms, by its numbers; defaults are the 'before' state of each."""
 
     mla_pad_heads_to: int = 0  # mechanism 5: pad query heads (0: no padding)
     mla_num_splits: int = 1  # mechanism 5: split-KV partitions per request (1: one workgroup per request)
@@ -24,7 +24,7 @@ class KernelOptions:
     kda_decode_fused: bool = False  # mechanism 4: one kernel instead of 3 kernels + 2 output copies
     attnres_norm_fused: bool = False  # mechanism 4: AttnRes mixing and RMSNorm in one kernel
     dispatcher_copies: bool = True  # mechanism 4: one useless packing copy per KDA layer per step
-    dispatcher_copy_bytes: int = 1792  # BRIEF: each of the 69 copies moves 1,792 bytes
+    dispatcher_copy_bytes: int = 1792  # Kimi K3 study: each of the 69 copies moves 1,792 bytes
     moe_output_dedup: bool = False  # mechanism 3: each rank projects only its own output coordinates
     moe_row_only_weights: bool = False  # mechanism 3: load only the routed-output rows a rank uses
     launch: LaunchMode = LaunchMode.GRAPH  # decode steps replay captured graphs in vLLM and SGLang

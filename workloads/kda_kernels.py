@@ -28,7 +28,7 @@ _CHUNK_SIZES = (32, 64)  # FLA chunk_kda_fwd allows BT in {32, 64} (reference C.
 
 @dataclass(frozen=True)
 class KdaPrefill(KernelKind):
-    """KDA chunked prefill per reference C.3; grouped_scan is BRIEF mechanism 6 (2 launches to 4)."""
+    """KDA chunked prefill as FLA runs it; grouped_scan is the Kimi K3 study's mechanism 6 (2 launches to 4)."""
 
     kind: ClassVar[str] = "kda-prefill"
 
@@ -107,7 +107,7 @@ class KdaPrefill(KernelKind):
             write=sh * (wuk + a_qk + qg),
             workgroups=sh * n,
             # q and k tiles bf16 (2*c*K*2), gate tile fp32 (c*K*4), A block fp32 (c*c*4): 80 KiB at
-            # c=64, K=128, near the 79.5 KiB the BRIEF reports for the real prologue
+            # c=64, K=128, near the 79.5 KiB the Kimi K3 study reports for the real prologue
             lds=2 * c_max * kd * _BF16_BYTES + c_max * kd * _FP32_BYTES + c_max * c_max * _FP32_BYTES,
             per_chunk=(4 * c_full * c_full * kd + 2 * c_full * c_full * vd + (c_full**3 - c_full) // 3,
                        c_full * (inputs_per_token + wuk_per_token) + c_full * c_full * _FP32_BYTES
@@ -166,7 +166,7 @@ _NORM_FLOP_PER_VALUE = 4  # gated RMSNorm of the output: square, sum, scale, gat
 
 @dataclass(frozen=True)
 class KdaDecode(KernelKind):
-    """One KDA token per sequence: state-bandwidth bound; unfused is BRIEF mechanism 4's 5 launches."""
+    """One KDA token per sequence: state-bandwidth bound; unfused, the 5 launches of the Kimi K3 study."""
 
     kind: ClassVar[str] = "kda-decode"
 
@@ -209,7 +209,7 @@ class KdaDecode(KernelKind):
 
 @dataclass(frozen=True)
 class KdaVerify(KernelKind):
-    """KDA over speculative positions, tiled over value columns: BRIEF mechanism 7 (48 vs 384 grids)."""
+    """KDA over speculative positions, tiled over value columns (Kimi K3 study, mechanism 7: 48 vs 384)."""
 
     kind: ClassVar[str] = "kda-verify"
 

@@ -307,7 +307,7 @@ class Elementwise(KernelKind):
 
 @dataclass(frozen=True)
 class Copy(KernelKind):
-    """A device copy: the useless packing copies the BRIEF finds are launch overhead and bandwidth."""
+    """A device copy: the matmul dispatcher's useless packing copies (Kimi K3 study) cost launches and bandwidth."""
 
     kind: ClassVar[str] = "copy"
 
@@ -350,7 +350,7 @@ def _codec_launch(values: int, codec: Codec, threads: int, flop_per_value: int, 
 
 @dataclass(frozen=True)
 class Quantize(KernelKind):
-    """fp16 to a QuickReduce codec, one 2048-value tile per workgroup (BRIEF study A)."""
+    """fp16 to a QuickReduce codec, one 2048-value tile per workgroup (QuickReduce study)."""
 
     kind: ClassVar[str] = "quantize"
 
@@ -369,7 +369,7 @@ class Quantize(KernelKind):
 
 @dataclass(frozen=True)
 class Dequantize(Quantize):
-    """A QuickReduce codec back to fp16, one 2048-value tile per workgroup (BRIEF study A)."""
+    """A QuickReduce codec back to fp16, one 2048-value tile per workgroup (QuickReduce study)."""
 
     kind: ClassVar[str] = "dequantize"
 

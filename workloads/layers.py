@@ -331,7 +331,8 @@ def _moe_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     if moe.latent_size:
         yield from _c(layer, "moe.latent_reduce", TOKENS, CollectiveOp.ALL_REDUCE, t * width * ACT_BYTES, d.tp)
         yield _k(layer, "moe.latent_out_norm", TOKENS, _make(RmsNorm, tokens=t, hidden=width))
-        # BRIEF mechanism 3: before, every rank projects all `hid` outputs of the same latent input;
+        # MoE routed-output ownership (Kimi K3 study, mechanism 3): before, every rank projects all `hid`
+        # outputs of the same latent input;
         # with ownership each projects only its own coordinates into its shared-expert partial
         out = cdiv(hid, d.tp) if o.moe_output_dedup else hid
         yield _k(layer, "moe.routed_out_proj", TOKENS, _gemm(d, Part.SHARED_EXPERTS, t, out, width))

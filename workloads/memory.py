@@ -43,7 +43,7 @@ class MemoryPlan:
 
     @property
     def kda_checkpoint_bytes(self) -> float:
-        """One saved KDA state (recurrent + conv) for resuming a cached prefix (BRIEF mechanism 2)."""
+        """One saved KDA state (recurrent + conv) for resuming a cached prefix (Kimi K3 study, mechanism 2)."""
         return self.kda_state_bytes_per_seq + self.kda_conv_bytes_per_seq
 
 
@@ -63,7 +63,8 @@ def plan_memory(d: Deployment, *, mem_fraction: float = 0.9, max_num_seqs: int =
     """Memory per GPU at `mem_fraction` of HBM (vLLM's gpu_memory_utilization); raises if the model cannot fit.
 
     With `kda_checkpoint_tokens`, a cached prefix keeps one saved KDA state (recurrent + conv) per that many
-    tokens, so the cache's capacity in tokens counts each token's share of a checkpoint (BRIEF mechanism 2).
+    tokens, so the cache's capacity in tokens counts each token's share of a checkpoint (Kimi K3 study,
+    mechanism 2).
     """
     if not 0 < mem_fraction <= 1:
         raise ValueError(f"mem_fraction must be in (0, 1], got {mem_fraction}")

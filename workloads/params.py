@@ -120,7 +120,7 @@ def replicated_params(model: ModelSpec, *, row_only_latent: bool = False) -> dic
 
     Norm weights; MLA's q_a and kv_a down-projections (ReplicatedLinear); KDA's low-rank gate
     down-projections; the MoE router; and the routed output projection of a latent MoE, which every
-    rank holds whole until it loads only the rows it uses (BRIEF mechanism 3).
+    rank holds whole until it loads only the rows it uses (row-only weights: Kimi K3 study, mechanism 3).
     """
     h = model.hidden_size
     parts = {p: 0 for p in Part}

@@ -28,8 +28,8 @@ DEFAULT_BLOCK_TOKENS = 16  # vLLM v1 CacheConfig.DEFAULT_BLOCK_SIZE (reference/f
 _CHUNK_BLOCKS = 1 << 22  # hash this many blocks at a time, bounding temporaries to tens of MB
 _TAG_SHARED, _TAG_CHAIN = 1, 2  # separate the key spaces of shared prefixes and per-conversation chains
 _ALL_AT_ONCE = Infinite()  # random_stream's default, as vllm bench serve's default --request-rate inf
-# Assumption: ~0.25 sessions/s keeps ~70 sessions of ~280 s open at once, within the BRIEF recipes'
-# --max-num-seqs of 20 to 128.
+# Assumption: ~0.25 sessions/s keeps ~70 sessions of ~280 s open at once, within the --max-num-seqs
+# of 20 to 128 of the InferenceX agentic recipes (Kimi K3 study).
 DEFAULT_SESSION_ARRIVALS = Poisson(rate_per_s=0.25)
 
 
@@ -269,13 +269,14 @@ def _segment_cumsum(values: np.ndarray, first: np.ndarray) -> np.ndarray:
 
 @dataclass(frozen=True)
 class AgenticConfig:
-    """An AgentX-like agentic coding workload (BRIEF.md study B: >96% theoretical prefix reuse).
+    """An AgentX-like agentic coding workload (Kimi K3 study: AgentX has >96% theoretical prefix reuse).
 
     The defaults are assumptions shaped to that description, not fitted to the AgentX traces: a
     shared 8k-token system prompt (instructions + tool schemas), ~40 turns per session, and each
     turn appends the last answer (~250 tokens), a tool output (~1k) and a short prompt (~150). A
-    request's prompt is then ~60k tokens on average, and the longest conversations pass BRIEF's
-    142k-token DCP example until the context limit ends them. Reuse comes out at ~0.97-0.98.
+    request's prompt is then ~60k tokens on average, and the longest conversations pass the 142k-token
+    decode-context-parallel example of the Kimi K3 study until the context limit ends them. Reuse comes
+    out at ~0.97-0.98.
     Lengths are lognormal with the given mean and log-space sigma; turns are geometric.
     """
 
@@ -294,7 +295,7 @@ class AgenticConfig:
     think_time_mean_s: float = 2.0  # exponential pause before each later turn (tool run, user)
     session_arrivals: ArrivalProcess = DEFAULT_SESSION_ARRIVALS  # when sessions start
     assumed_turn_latency_s: float | None = None  # None: output tokens / assumed_decode_tok_per_s
-    assumed_decode_tok_per_s: float = 50.0  # BRIEF's target interactivity
+    assumed_decode_tok_per_s: float = 50.0  # the Kimi K3 study's target interactivity
     max_context_tokens: int = 262144  # Kimi K2.5's max_position_embeddings (reference/hardware_and_models.md)
 
     def __post_init__(self) -> None:

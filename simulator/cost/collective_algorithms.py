@@ -6,7 +6,7 @@ All-reduce of S bytes (fp16/bf16) over n ranks:
   the size selects (hwmodels/library.py); the phases below describe its transfers for byte counts;
 - one-shot (vLLM custom AR): every rank reads the whole tensor of every peer, then reduces;
 - two-shot (vLLM custom AR): reduce-scatter then all-gather by direct peer reads of S/n slices;
-- QuickReduce: two-shot whose slices travel in a codec's tiles (BRIEF study A), with quantize,
+- QuickReduce: two-shot whose slices travel in a codec's tiles (QuickReduce study), with quantize,
   dequantize-reduce-requantize and dequantize kernels.
 A phase's time is the slower of its transfers and its kernels (collective kernels move data and
 compute in one launch, so they overlap), plus one synchronization (the route's latency: flags).

@@ -1,6 +1,6 @@
 """Which all-reduce a serving engine picks, like vLLM's, and the time of any collective on a platform.
 
-Sources (reference/hardware_and_models.md C.1, C.2; BRIEF study A):
+Sources: vLLM's all-reduce code [S27a]-[S27e] (tags: hwmodels/specs/SOURCES.md) and the QuickReduce study:
 - vLLM custom all-reduce is used below its 8 MiB max size on fully connected GPUs: one-shot at
   W = 2, or at W <= 4 below 512 KiB, or at W <= 8 below 256 KiB; two-shot otherwise.
 - QuickReduce (ROCm gfx94x/gfx95x, W in 2, 4, 8, up to 2 GiB) is used for a codec when the message
@@ -32,7 +32,7 @@ from workloads.collectives import Collective, CollectiveOp
 MiB = 2**20
 CUSTOM_AR_MAX_BYTES = 8 * MiB  # vLLM custom_all_reduce default max_size [S27c]
 QUICKREDUCE_MAX_BYTES = 2048 * MiB  # qr_max_size() [S27d]
-ACTIVATION_THRESHOLD_BYTES = 1_000_000  # BRIEF study A: quantized path only above 1 MB
+ACTIVATION_THRESHOLD_BYTES = 1_000_000  # QuickReduce study: quantized path only above 1 MB
 # vLLM _QR_MIN_SIZE in MB, fp16 rows, per world size: [FP, INT8, INT6, INT4, INT3] [S27b]
 _QR_MIN_MB = {2: (1, 2, 2, 1, 1), 4: (1, 16, 4, 2, 2), 8: (16, 4, 4, 2, 2)}
 _QR_CODEC_ORDER = (Codec.FP, Codec.INT8, Codec.INT6, Codec.INT4, Codec.INT3)

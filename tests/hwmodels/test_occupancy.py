@@ -13,7 +13,7 @@ H200 = load_gpu("h200")
 
 
 def test_kda_prologue_lds_fits_twice_on_cdna4_and_a_few_kib_more_only_once():
-    # BRIEF mechanism 6: 79.5 KiB rounds to 64 units of 1280 B = 81,920 B; two fill 160 KiB exactly.
+    # Kimi K3 study, mechanism 6: 79.5 KiB rounds to 64 units of 1280 B = 81,920 B; two fill 160 KiB exactly.
     two = occupancy(MI355X, lds_bytes=81408)
     assert (two.workgroups_per_cu, two.limiter, two.lds_allocated_bytes) == (2, Limiter.LDS, 81920)
     one = occupancy(MI355X, lds_bytes=81408 + 4096)

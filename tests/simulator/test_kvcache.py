@@ -78,7 +78,7 @@ def test_cached_tokens_are_capped_one_short_of_the_prompt():
 
 
 def test_kda_checkpoints_round_hits_down_to_a_resume_point():
-    # BRIEF.md study B, mechanism 2: MLA history to token 3072 but the last KDA checkpoint at 2048.
+    # Kimi K3 study, mechanism 2: MLA history to token 3072 but the last KDA checkpoint at 2048.
     cache = KVCache(400, 16, checkpoint_tokens=2048)
     hashes = np.arange(1, 3072 // 16 + 1, dtype=np.uint64)
     cache.allocate(1, hashes, 3100)

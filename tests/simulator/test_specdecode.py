@@ -1,4 +1,4 @@
-"""Speculative-decoding acceptance: BRIEF B.8 breakeven, sampling against the rates, closed forms, vLLM's schedule."""
+"""Speculative-decoding acceptance: draft-depth breakeven (Kimi K3 study), sampling, closed forms, vLLM's schedule."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 from simulator.specdecode import Acceptance, breakeven_cycle_growth, useful_rate
 
-# BRIEF study B mechanism 8: 3.00 expected committed tokens with 3 drafts, 3.36 with 4 (bonus included).
+# Kimi K3 study, mechanism 8 (draft depth): 3.00 expected committed tokens with 3 drafts, 3.36 with 4 (bonus included).
 THREE = Acceptance.from_rates((0.9, 0.7, 0.4))
 FOUR = Acceptance.from_rates((0.9, 0.7, 0.4, 0.36))
 CYCLES = 200_000

@@ -67,7 +67,7 @@ def test_mla_decode_time_never_decreases_with_batch_or_context(seqs, context, gr
                      field, grow, gpu)
 
 
-# The intra-chunk kernel asks 80 KiB of LDS (BRIEF: 79.5 KiB on CDNA4): more than CDNA3's 64 KiB.
+# The intra-chunk kernel asks 80 KiB of LDS (Kimi K3 study: 79.5 KiB on CDNA4): more than CDNA3's 64 KiB.
 KDA_GPUS = [g for g in GPUS if load_gpu(g).lds_max_per_workgroup_bytes >= 80 * 1024]
 
 
@@ -102,7 +102,7 @@ def test_no_kernel_is_predicted_below_its_floor(gpu_name):
 
 
 def test_kda_verify_narrow_tiles_fill_the_mi355x_and_run_faster():
-    # BRIEF mechanism 7: 12 heads x 128 columns; 32-column tiles give 48 workgroups on 256 CUs.
+    # Kimi K3 study, mechanism 7: 12 heads x 128 columns; 32-column tiles give 48 workgroups on 256 CUs.
     wide = KdaVerify(seqs=1, positions=4, heads=12, head_dim=128, tile_cols=32)
     narrow = replace(wide, tile_cols=4)
     assert (wide.work().workgroups, narrow.work().workgroups) == (48, 384)
@@ -119,8 +119,8 @@ def test_a_kernel_that_does_not_fit_names_the_resource():
 
 
 def test_kda_grouped_scan_exposes_parallel_work_that_the_plain_scan_lacks():
-    # BRIEF mechanism 6: one sequence, 12 heads per GPU: the plain scan has 12 x 2 workgroups on 256
-    # CUs, the grouped replay one per chunk, head and value tile. (Whether that pays depends on the
+    # Kimi K3 study, mechanism 6: one sequence, 12 heads per GPU: the plain scan has 12 x 2 workgroups
+    # on 256 CUs, the grouped replay one per chunk, head and value tile. (Whether that pays depends on the
     # summaries' traffic; the measured kernels of issue 6 settle it.)
     plain = KdaPrefill(seqs=1, tokens=16384, heads=12)
     grouped = replace(plain, grouped_scan=True)

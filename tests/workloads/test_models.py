@@ -58,7 +58,7 @@ def test_kimi_k3_weights_per_gpu_at_tp8_are_an_eighth_of_the_checkpoint():
 
     from workloads.deployment import KernelOptions
     row_only = replace(row_only, options=KernelOptions(moe_row_only_weights=True))
-    # BRIEF mechanism 3: loading only the routed-output rows a rank uses frees HBM for KV.
+    # Kimi K3 study, mechanism 3: loading only the routed-output rows a rank uses frees HBM for KV.
     saved = plan.weights_bytes_per_gpu - plan_memory(row_only).weights_bytes_per_gpu
     assert saved == pytest.approx(92 * 7168 * 3584 * 2 * 7 / 8, rel=0.01)
 
@@ -112,7 +112,7 @@ def test_unknown_model_lists_the_catalog():
 
 
 def test_saved_kda_checkpoints_take_their_share_of_the_kv_capacity():
-    # BRIEF mechanism 2: a cached prefix keeps a KDA state every checkpoint interval beside its MLA history
+    # Kimi K3 study, mechanism 2: a cached prefix keeps a KDA state every checkpoint interval beside its MLA history
     d = Deployment(load_model("kimi-k3"), load_gpu("mi355x"), tp=8)
     plain = plan_memory(d)
     every_2048 = plan_memory(d, kda_checkpoint_tokens=2048)

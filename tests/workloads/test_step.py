@@ -70,7 +70,7 @@ def test_kda_layer_with_dense_mlp_decode_is_exact():
                 + 2 * t * 64 * h + 4 * t * 32 + 2 * t * h * 32)
     assert layer_flop(plan, 1) == expected
     kda = next(i.kernel for i in plan.kernels if i.name == "kda.decode")
-    assert len(kda.launches()) == 5  # BRIEF mechanism 4: 3 compute kernels + 2 output copies
+    assert len(kda.launches()) == 5  # Kimi K3 study, mechanism 4: 3 compute kernels + 2 output copies
     fused = build_step(Batch(decodes=(10, 10)), deploy("tiny-hybrid", options=KernelOptions(
         kda_decode_fused=True, dispatcher_copies=False)))
     assert "kda.dispatcher_copy" not in names(fused, 1)

@@ -132,7 +132,7 @@ def test_default_agentic_workload_reaches_agentx_reuse():
     print(f"default AgenticConfig: {len(stream)} requests, theoretical prefix reuse {reuse:.4f}, "
           f"mean prompt {stream.prompt_tokens.mean():.0f} tokens")
     assert reuse >= 0.96
-    assert stream.prompt_tokens.max() > 100_000  # long contexts, as BRIEF's 142k-token conversation
+    assert stream.prompt_tokens.max() > 100_000  # long contexts, as the Kimi K3 study's 142k-token conversation
 
 
 def test_turns_extend_the_previous_turn():
