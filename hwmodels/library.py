@@ -10,7 +10,7 @@ with p the protocol for the size: a fixed cost per collective (kernel start, set
 flag round), one per step, and the bytes at the protocol's share of the line rate.
 
 Defaults are assumptions (calibrations/libraries/default.yaml); a platform's own file, fitted to its
-measurements by `python -m validation.calibrate_links`, overlays them.
+measurements by `infersim validate --links PLATFORM --refit`, overlays them.
 """
 
 from __future__ import annotations
