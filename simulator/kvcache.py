@@ -1,7 +1,7 @@
 """A paged KV block manager with a prefix cache, after vLLM v1's BlockPool and KVCacheManager.
 
 Blocks hold `block_tokens` tokens. A full prompt block is keyed by its chained prefix hash
-(reference/formats_and_tools.md §2.7), so a prefix hit is the unbroken run of cached hashes from block 0.
+(vllm/v1/core/kv_cache_utils.py), so a prefix hit is the unbroken run of cached hashes from block 0.
 A block is used (reference count > 0), free-but-cached (count 0, hash kept, in the LRU that eviction
 takes from, least recently freed first), or never used (count 0, no hash). New blocks come from the
 never-used pool first and evict cached ones only when it is empty.

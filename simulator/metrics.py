@@ -237,7 +237,7 @@ def summarize(
     simulated_s: float,
     wall_s: float,
 ) -> dict[str, Any]:
-    """The `infersim run --json` summary (DESIGN.md contract keys plus batch and KV extras), JSON-ready."""
+    """The `infersim run --json` summary (the run summary's contract keys plus batch and KV extras), JSON-ready."""
     _check_arguments(gpus, usd_per_gpu_hour, simulated_s, wall_s)
     gpus, usd_per_gpu_hour, simulated_s, wall_s = int(gpus), float(usd_per_gpu_hour), float(simulated_s), float(wall_s)
     requests = _conform(requests, REQUEST_COLUMNS, "requests")

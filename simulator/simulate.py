@@ -32,7 +32,7 @@ from workloads.traces import AgenticConfig, RequestStream, agentic_stream, rando
 
 @dataclass(frozen=True)
 class SimulationResult:
-    """One run: a row per request, a row per step, and the summary of DESIGN.md's contract."""
+    """One run: a row per request, a row per step, and the summary the run summary's contract defines."""
 
     scenario: Scenario
     requests: Any  # pandas.DataFrame

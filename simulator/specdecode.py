@@ -1,4 +1,9 @@
-"""Speculative-decoding acceptance (formats_and_tools.md §3): tokens per cycle and what a deeper draft may cost."""
+"""Speculative-decoding acceptance: tokens per cycle and what a deeper draft may cost.
+
+Sources: vLLM's spec-decode metrics (vllm/v1/spec_decode/metrics.py) and synthetic acceptance
+(vllm/config/speculative.py); Leviathan, Kalman and Matias 2023, "Fast Inference from Transformers via
+Speculative Decoding" (arXiv:2211.17192).
+"""
 
 from __future__ import annotations
 
@@ -46,12 +51,12 @@ class Acceptance:
 
     @classmethod
     def from_rates(cls, rates: Iterable[float]) -> Acceptance:
-        """Build from measured rates, e.g. vLLM's per-position acceptance rates (§3.1)."""
+        """Build from measured rates, e.g. vLLM's per-position acceptance rates (vllm/v1/spec_decode/metrics.py)."""
         return cls(tuple(rates))
 
     @classmethod
     def geometric(cls, alpha: float, drafts: int) -> Acceptance:
-        """i.i.d. acceptance alpha per position: r_i = alpha**i (Leviathan et al. 2023, Eq. 1; §3.2)."""
+        """i.i.d. acceptance alpha per position: r_i = alpha**i (Leviathan et al. 2023, Eq. 1)."""
         drafts = _check_drafts(drafts)
         if isinstance(alpha, bool) or not isinstance(alpha, numbers.Real) or not 0.0 <= float(alpha) <= 1.0:
             raise ValueError(f"alpha must lie in [0, 1], got {alpha!r}")
@@ -59,7 +64,10 @@ class Acceptance:
 
     @classmethod
     def min_variance(cls, mean_tokens_per_cycle: float, drafts: int) -> Acceptance:
-        """vLLM's synthetic schedule for a mean acceptance length: [1]*floor(AL-1) + [frac(AL-1)] + [0]*rest (§3.3)."""
+        """vLLM's synthetic schedule for a mean acceptance length: [1]*floor(AL-1) + [frac(AL-1)] + [0]*rest.
+
+        Source: vllm/config/speculative.py.
+        """
         drafts = _check_drafts(drafts)
         mean = mean_tokens_per_cycle
         if isinstance(mean, bool) or not isinstance(mean, numbers.Real) or not 1.0 <= float(mean) <= drafts + 1:
@@ -89,7 +97,7 @@ class Acceptance:
 
     @property
     def committed_probabilities(self) -> tuple[float, ...]:
-        """P(committed = 1 + j) for j = 0..k, i.e. r_j - r_{j+1} with r_0 = 1 and r_{k+1} = 0 (§3.2)."""
+        """P(committed = 1 + j) for j = 0..k, i.e. r_j - r_{j+1} with r_0 = 1 and r_{k+1} = 0."""
         padded = (1.0, *self.rates, 0.0)
         return tuple(padded[j] - padded[j + 1] for j in range(self.drafts + 1))
 

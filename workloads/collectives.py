@@ -1,4 +1,4 @@
-"""Collective descriptors of an engine step: what is exchanged, by whom, for what (costed in issue 4)."""
+"""Collective descriptors of an engine step: what is exchanged, by whom, for what (costed in simulator/cost/)."""
 
 from __future__ import annotations
 

@@ -1,8 +1,9 @@
 """Kimi Delta Attention kernels: chunked prefill, single-token decode and speculative verification.
 
-Counts follow the FLA implementation as summarized in reference/hardware_and_models.md C.3: the
-state is K x V fp32 per head; activations are bf16; gates g are fp32 per key channel; beta is one
-fp32 per token. K is key_dim, V is value_dim, c the tokens of one chunk (the last may be partial).
+Counts follow the FLA implementation (fla-org/flash-linear-attention @ bc3b101d, fla/ops/kda; [S28] in
+hwmodels/specs/SOURCES.md): the state is K x V fp32 per head; activations are bf16; gates g are fp32
+per key channel; beta is one fp32 per token. K is key_dim, V is value_dim, c the tokens of one chunk
+(the last may be partial).
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from workloads.kernel_base import KernelKind, cdiv, check_bool, check_ints
 
 _BF16_BYTES = 2  # activations q, k, v, w, u, kg, o
 _FP32_BYTES = 4  # state, gates, beta, A_qk, chunk summaries
-_CHUNK_SIZES = (32, 64)  # FLA chunk_kda_fwd allows BT in {32, 64} (reference C.3)
+_CHUNK_SIZES = (32, 64)  # FLA chunk_kda_fwd allows BT in {32, 64} (fla/ops/kda [S28])
 
 
 
@@ -135,8 +136,8 @@ class KdaPrefill(KernelKind):
             per_chunk=(2 * c_full * kd * kd + 2 * c_full * kd * vd, c_full * wuk_per_token + summary),
         )
         ordered = launch(
-            # transition x state per chunk on the matrix cores: FLA stores per-chunk states in the
-            # activation dtype (reference C.3), so the dot runs at the bf16 rate; the carry stays fp32
+            # transition x state per chunk on the matrix cores: FLA stores per-chunk states in the activation
+            # dtype (chunk_gated_delta_rule_fwd_h [S28]), so the dot runs at the bf16 rate; the carry stays fp32
             {Dtype.BF16: sh * n * 2 * kd * kd * vd},
             read=sh * (n * summary + state),
             write=sh * (n * state + state),  # every chunk's start state, then the final state
@@ -158,9 +159,9 @@ class KdaPrefill(KernelKind):
         return (intra, summaries, ordered, replay)
 
 
-# Decode and verify keep each workgroup's K x tile fp32 state slice in registers (reference C.3:
-# "loaded once and kept in registers"), so they ask for no LDS.
-_RECURRENCE_FLOP_PER_KV = 7  # decay K*V, k^T S 2KV, rank-1 update 2KV, q^T S 2KV (reference C.3)
+# Decode and verify keep each workgroup's K x tile fp32 state slice in registers (FLA's fused_recurrent_kda
+# [S28] loads the state once and keeps it in registers across tokens), so they ask for no LDS.
+_RECURRENCE_FLOP_PER_KV = 7  # decay K*V, k^T S 2KV, rank-1 update 2KV, q^T S 2KV (fla/ops/kda/naive.py [S28])
 _NORM_FLOP_PER_VALUE = 4  # gated RMSNorm of the output: square, sum, scale, gate
 
 

@@ -80,7 +80,7 @@ class Kda:
 
     @property
     def state_bytes_per_head(self) -> int:
-        """fp32 recurrent state (reference C.3)."""
+        """fp32 recurrent state, K x V per head, as in FLA's KDA kernels ([S28], hwmodels/specs/SOURCES.md)."""
         return self.head_dim * self.head_dim * 4
 
 

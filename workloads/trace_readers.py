@@ -4,7 +4,8 @@ Trace files are untrusted input, so they are read with `json` and `csv` only, on
 and a bad line raises ValueError naming the file, its 1-based line number and the problem. Rows out
 of time order are not an error (merged traces interleave): the stream is sorted by arrival, stably,
 and request_id keeps each row's 0-based position in the file. An empty trace is an error.
-Formats: reference/formats_and_tools.md §2.1 (Mooncake) and §2.2 (Azure).
+Formats: Mooncake's FAST25 release (kvcache-ai/Mooncake, FAST25-release/README.md and traces/*.jsonl) and
+the Azure LLM inference traces (Azure/AzurePublicDataset, AzureLLMInferenceDataset2023.md and 2024.md).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ import numpy as np
 
 from workloads.traces import DEFAULT_BLOCK_TOKENS, RequestStream, mix_hash
 
-MOONCAKE_BLOCK_TOKENS = 512  # tokens per Mooncake hash_id (§2.1; checked on the FAST25 release files)
+MOONCAKE_BLOCK_TOKENS = 512  # tokens per Mooncake hash_id (checked on the FAST25 release files)
 _MOONCAKE_TAG = 0x4D4F4F4E  # "MOON": keeps derived hashes apart from the synthetic streams' key space
 _EPOCH = datetime(1970, 1, 1)
 

@@ -5,7 +5,7 @@ megabytes rather than a million objects; iterating it yields frozen `Request`s o
 Generators: `random_stream` (`vllm bench serve --dataset-name random`) and `agentic_stream`
 (AgentX-like multi-turn sessions). Readers of trace files live in `workloads.trace_readers`.
 
-Prefix hashes follow vLLM's paged KV cache (reference/formats_and_tools.md §2.7): only full blocks of
+Prefix hashes follow vLLM v1's paged KV cache (vllm/v1/core/kv_cache_utils.py): only full blocks of
 `block_tokens` are hashed, and a block's hash stands for the whole prefix up to its end, so a cache
 hit needs an unbroken run from block 0. Synthetic prompts have no token ids; their content is
 append-only per conversation, so a block is identified by (the key of the conversation that wrote
@@ -24,7 +24,7 @@ import numpy as np
 
 from workloads.arrivals import ArrivalProcess, Infinite, Poisson
 
-DEFAULT_BLOCK_TOKENS = 16  # vLLM v1 CacheConfig.DEFAULT_BLOCK_SIZE (reference/formats_and_tools.md §2.7)
+DEFAULT_BLOCK_TOKENS = 16  # vLLM v1 CacheConfig.DEFAULT_BLOCK_SIZE (vllm/config/cache.py)
 _CHUNK_BLOCKS = 1 << 22  # hash this many blocks at a time, bounding temporaries to tens of MB
 _TAG_SHARED, _TAG_CHAIN = 1, 2  # separate the key spaces of shared prefixes and per-conversation chains
 _ALL_AT_ONCE = Infinite()  # random_stream's default, as vllm bench serve's default --request-rate inf
@@ -296,7 +296,7 @@ class AgenticConfig:
     session_arrivals: ArrivalProcess = DEFAULT_SESSION_ARRIVALS  # when sessions start
     assumed_turn_latency_s: float | None = None  # None: output tokens / assumed_decode_tok_per_s
     assumed_decode_tok_per_s: float = 50.0  # the Kimi K3 study's target interactivity
-    max_context_tokens: int = 262144  # Kimi K2.5's max_position_embeddings (reference/hardware_and_models.md)
+    max_context_tokens: int = 262144  # Kimi K2.5's max_position_embeddings ([S42a][S42b], hwmodels/specs/SOURCES.md)
 
     def __post_init__(self) -> None:
         _check_int("AgenticConfig", "sessions", self.sessions, 1)

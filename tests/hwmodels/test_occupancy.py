@@ -1,4 +1,4 @@
-"""Occupancy: the issue's CDNA4 LDS case, each limiter, and the granularity rounding."""
+"""Occupancy: the Kimi K3 study's CDNA4 LDS case (mechanism 6), each limiter, and the granularity rounding."""
 
 from __future__ import annotations
 

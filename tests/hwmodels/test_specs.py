@@ -19,7 +19,7 @@ GPUS = spec_names("gpus")
 PLATFORMS = spec_names("platforms")
 
 
-def test_the_catalog_holds_every_gpu_and_platform_of_the_issue():
+def test_the_catalog_holds_every_supported_gpu_and_platform():
     assert set(GPUS) == {"mi355x", "mi300x", "b300", "b200", "h200", "h100"}
     assert {"mi355x-8", "mi300x-8", "b300-8", "b200-8", "h200-8", "h100-8", "h200-2"} <= set(PLATFORMS)
 
@@ -51,7 +51,7 @@ def test_every_gpu_has_a_calibration(name):
     assert 0 < calib.memory_efficiency_for(None) <= 1
 
 
-def test_study_numbers_match_the_brief():
+def test_kimi_k3_study_numbers_match():
     mi355x, b300 = load_gpu("mi355x"), load_gpu("b300")
     assert mi355x.peak_flop_per_s(Dtype.MXFP4) == pytest.approx(10.1e15, rel=0.01)
     assert b300.peak_flop_per_s(Dtype.NVFP4) == pytest.approx(13.5e15)

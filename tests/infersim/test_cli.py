@@ -22,7 +22,7 @@ def run_json(capsys, *argv: str) -> dict:
     return json.loads(out)
 
 
-def test_occupancy_reports_the_issue_cases(capsys):
+def test_occupancy_reports_the_kimi_k3_study_lds_cases(capsys):
     result = run_json(capsys, "occupancy", "--hw", "mi355x", "--lds-bytes", "81408")
     assert (result["workgroups_per_cu"], result["limiter"]) == (2, "lds")
     result = run_json(capsys, "occupancy", "--hw", "mi355x", "--lds-bytes", str(81408 + 4096))

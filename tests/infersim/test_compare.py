@@ -32,7 +32,7 @@ def test_the_readme_lists_every_overlay():
         assert f"`{path.name}`" in readme
 
 
-def test_draft_overlays_reproduce_the_briefs_tokens_per_cycle():
+def test_draft_overlays_reproduce_the_kimi_k3_study_tokens_per_cycle():
     expected = {"drafts3": 3.00, "drafts4": 3.36}
     for name, tokens in expected.items():
         acceptance = acceptance_of(load_scenario(None, [CHANGES / f"{name}.yaml"]))

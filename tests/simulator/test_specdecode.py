@@ -36,17 +36,17 @@ def geometric_with_mean(mean: float, drafts: int) -> Acceptance:
     return Acceptance.geometric((lo + hi) / 2, drafts)
 
 
-def test_brief_example_expected_tokens():
+def test_kimi_k3_study_draft_example_expected_tokens():
     assert THREE.drafts == 3 and FOUR.drafts == 4
     assert THREE.expected_tokens_per_cycle == pytest.approx(3.00, abs=1e-12)
     assert FOUR.expected_tokens_per_cycle == pytest.approx(3.36, abs=1e-12)
 
 
-def test_brief_example_breakeven_is_twelve_percent():
+def test_kimi_k3_study_draft_breakeven_is_twelve_percent():
     assert breakeven_cycle_growth(THREE, FOUR) == pytest.approx(0.12, abs=1e-12)
 
 
-def test_brief_example_useful_rate_ties_at_breakeven():
+def test_kimi_k3_study_draft_useful_rate_ties_at_breakeven():
     cycle_s = 0.020
     longer_cycle_s = cycle_s * (1 + breakeven_cycle_growth(THREE, FOUR))
     assert useful_rate(THREE, cycle_s) == pytest.approx(150.0)
@@ -119,7 +119,7 @@ def test_geometric_alpha_one_accepts_everything():
 @pytest.mark.parametrize(
     ("mean", "drafts", "rates"),
     [
-        (3.5, 5, (1.0, 1.0, 0.5, 0.0, 0.0)),  # the reference's example, formats_and_tools.md §3.3
+        (3.5, 5, (1.0, 1.0, 0.5, 0.0, 0.0)),  # AL 3.5 at 5 drafts, as vLLM's _acceptance_length_to_rates gives it
         (2.6, 3, (1.0, 0.6, 0.0)),
         (1.0, 3, (0.0, 0.0, 0.0)),
         (4.0, 3, (1.0, 1.0, 1.0)),

@@ -257,7 +257,7 @@ def test_kda_verify_small_exact():
     assert final_only.work().write_bytes == 2 * 4 * 2 + 4 * 4 * 4
 
 
-def test_kda_verify_brief_tiles():
+def test_kda_verify_kimi_k3_study_tiles():
     wide = KdaVerify(seqs=1, positions=4, heads=12, head_dim=128, tile_cols=32).work()
     narrow = KdaVerify(seqs=1, positions=4, heads=12, head_dim=128, tile_cols=4).work()
     assert wide.workgroups == 48

@@ -1,4 +1,4 @@
-"""Kernel times on real specs: monotone in every size, never below the floor, the issue's cases."""
+"""Kernel times on real specs: monotone in every size, never below the floor, the Kimi K3 study's cases."""
 
 from __future__ import annotations
 
@@ -121,7 +121,7 @@ def test_a_kernel_that_does_not_fit_names_the_resource():
 def test_kda_grouped_scan_exposes_parallel_work_that_the_plain_scan_lacks():
     # Kimi K3 study, mechanism 6: one sequence, 12 heads per GPU: the plain scan has 12 x 2 workgroups
     # on 256 CUs, the grouped replay one per chunk, head and value tile. (Whether that pays depends on the
-    # summaries' traffic; the measured kernels of issue 6 settle it.)
+    # summaries' traffic, which only measuring the kernels settles.)
     plain = KdaPrefill(seqs=1, tokens=16384, heads=12)
     grouped = replace(plain, grouped_scan=True)
     assert len(grouped.launches()) == 4 and len(plain.launches()) == 2

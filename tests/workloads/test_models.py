@@ -21,7 +21,7 @@ def test_the_catalog_is_complete():
     assert load_model("deepseek-v4-flash").provisional
 
 
-def test_kimi_k3_structure_matches_the_brief():
+def test_kimi_k3_structure_matches_the_kimi_k3_study():
     k3 = load_model("kimi-k3")
     counts = k3.layer_counts()
     assert (counts["mla"], counts["kda"], counts["moe"], counts["dense_mlp"]) == (24, 69, 92, 1)
