@@ -51,6 +51,43 @@ def test_the_checker_sees_a_violation(tmp_path):
     assert ("simulator", 2) in _imports(bad)
 
 
+def _full_imports(path: Path) -> list[tuple[str, int]]:
+    """Dotted module names imported anywhere in the module (lazy imports count too)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [(alias.name, node.lineno) for alias in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.module, node.lineno))
+    return found
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "simulator" / "cost").rglob("*.py")),
+                         ids=lambda p: str(p.relative_to(ROOT)))
+def test_the_cost_layer_sees_neither_simpy_nor_the_serving_state(path):
+    # simulator/cost sits between workloads and the serving simulation: the engine asks it, never the reverse
+    for name, line in _full_imports(path):
+        inside = name == "simulator.cost" or name.startswith("simulator.cost.")
+        assert inside or not (name == "simulator" or name.startswith("simulator.")), \
+            f"{path.relative_to(ROOT)}:{line} imports {name} from the serving layer"
+        assert name.split(".")[0] != "simpy", f"{path.relative_to(ROOT)}:{line} imports simpy"
+
+
+def test_the_cost_layer_checker_sees_a_violation(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("def f():\n    from simulator.engine import simulate_stream\n")
+    assert ("simulator.engine", 2) in _full_imports(bad)
+
+
+def test_only_the_cost_layer_keeps_memos_of_step_times():
+    # the serving loop asks one question per cycle: no other serving module builds step plans or parts
+    for path in (ROOT / "simulator").glob("*.py"):
+        names = {n for n, _ in _full_imports(path)}
+        allowed = {"simulator.cost.cycle"}
+        assert not {n for n in names if n.startswith("simulator.cost.")} - allowed, f"{path} reaches behind cycle_s"
+        assert "workloads.layers" not in names and "workloads.step" not in names, f"{path} builds step plans"
+
+
 def test_cost_layers_import_no_gpu_framework_at_module_level():
     for layer in ("hwmodels", "workloads", "simulator"):
         for path in (ROOT / layer).rglob("*.py"):
