@@ -64,7 +64,7 @@ def write_text_atomic(path: Path, text: str) -> None:
     os.umask(umask)
     os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes files private; data files are ordinary files
     try:
-        with os.fdopen(fd, "w", newline="") as f:
+        with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
     except BaseException:
