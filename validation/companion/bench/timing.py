@@ -15,7 +15,7 @@ import triton
 
 from validation.suites import BF16, FP8
 
-# Timing policy (METHOD.md: warm up, repeat, take the median; >= 5 samples only for long cases).
+# Timing policy: warm up, repeat, take the median; >= 5 samples only for long cases.
 WARMUP_S = 25e-3
 MIN_WARMUP_SAMPLES = 10
 MIN_REPEATS = 20
@@ -31,7 +31,7 @@ SLEEP_CYCLES = 200_000
 # bf16 matmuls before the first suite, so SM clocks have left idle (nvidia-smi read 345 MHz idle).
 CLOCK_WARM_S = 0.5
 
-# Correctness bounds: ||out - ref|| / ||ref|| against float64 on a sub-block (METHOD.md).
+# Correctness bounds: ||out - ref|| / ||ref|| against float64 on a sub-block.
 REL_ERR_MAX = {BF16: 1e-2, FP8: 6e-2}
 GRAPH_WARMUP_CALLS = 3
 DEVICE = "cuda"
