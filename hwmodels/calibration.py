@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+import contextlib
+import contextvars
+import dataclasses
 from dataclasses import dataclass, field
+from enum import Enum
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -14,6 +18,13 @@ from hwmodels.work import Family
 
 CALIBRATION_DIR = Path(__file__).parent / "calibrations"
 DEFAULT = "default"
+
+
+class CostModel(Enum):
+    """How a launch is timed: the roofline with its partial-grid heuristics, or workgroup programs (cycle-level)."""
+
+    ROOFLINE = "roofline"
+    CYCLE = "cycle"
 
 
 @dataclass(frozen=True)
@@ -33,6 +44,9 @@ class Calibration:
     latency_hiding_workgroups_per_cu: float
     launch_eager_s: float | None = None
     launch_graph_node_s: float | None = None
+    # The cycle-level model's bend of Little's law into a CU's bandwidth ceiling (hwmodels.cycle_time).
+    mlp_smoothness: float = 2.0
+    cost_model: CostModel = CostModel.CYCLE
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -51,6 +65,8 @@ class Calibration:
         if DEFAULT not in self.memory_efficiency:
             raise FieldError("memory_efficiency", "needs a default entry")
         _check_efficiency("hbm_saturation_cu_fraction", self.hbm_saturation_cu_fraction)
+        if not self.mlp_smoothness > 0:
+            raise FieldError("mlp_smoothness", f"must be positive, got {self.mlp_smoothness}")
         if self.latency_hiding_workgroups_per_cu < 1:
             raise FieldError("latency_hiding_workgroups_per_cu", "must be at least 1")
 
@@ -88,9 +104,45 @@ def _deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str
     return merged
 
 
+# The cost model a caller chose for everything it times (`infersim validate --cost-model`, the before/after
+# columns of the report); None: each calibration's own.
+_CHOSEN_MODEL: contextvars.ContextVar[CostModel | None] = contextvars.ContextVar("cost_model", default=None)
+
+
+@contextlib.contextmanager
+def cost_model_chosen(model: CostModel | str | None) -> Iterator[None]:
+    """Within the block, every calibration loaded without an explicit model uses `model`."""
+    token = _CHOSEN_MODEL.set(_parse_model(model) if model is not None else None)
+    try:
+        yield
+    finally:
+        _CHOSEN_MODEL.reset(token)
+
+
+def _parse_model(model: CostModel | str) -> CostModel:
+    if isinstance(model, CostModel):
+        return model
+    try:
+        return CostModel(model)
+    except ValueError:
+        valid = ", ".join(m.value for m in CostModel)
+        raise FieldError("cost_model", f"unknown cost model {model!r} (valid: {valid})") from None
+
+
+def load_calibration(gpu_name: str | None = None, path: str | Path | None = None,
+                     cost_model: CostModel | str | None = None) -> Calibration:
+    """The default calibration, overlaid with `calibrations/<gpu>.yaml` if it exists, then with `path`;
+    `cost_model` ('cycle' or 'roofline', else the one chosen by `cost_model_chosen`) replaces the file's."""
+    calib = _load_calibration(gpu_name, None if path is None else str(path))
+    cost_model = cost_model if cost_model is not None else _CHOSEN_MODEL.get()
+    if cost_model is None:
+        return calib
+    model = _parse_model(cost_model)
+    return calib if model is calib.cost_model else dataclasses.replace(calib, cost_model=model)
+
+
 @cache
-def load_calibration(gpu_name: str | None = None, path: str | Path | None = None) -> Calibration:
-    """The default calibration, overlaid with `calibrations/<gpu>.yaml` if it exists, then with `path`."""
+def _load_calibration(gpu_name: str | None, path: str | None) -> Calibration:
     raw = read_yaml(CALIBRATION_DIR / f"{DEFAULT}.yaml")
     where = CALIBRATION_DIR / f"{DEFAULT}.yaml"
     overlays = []

@@ -32,8 +32,10 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from enum import Enum
 
-from hwmodels.calibration import Calibration
+from hwmodels.calibration import Calibration, CostModel
+from hwmodels.cycle_time import Residency, completion_s, waves_s
 from hwmodels.occupancy import Occupancy, occupancy
+from hwmodels.program import Program, streaming_program
 from hwmodels.spec import GPU
 from hwmodels.work import Work
 
@@ -50,6 +52,7 @@ class Bound(Enum):
 
     COMPUTE = "compute"
     MEMORY = "memory"
+    LATENCY = "latency"  # the workgroups' programs (dependent chains, loads waited on), cycle-level model only
     LAUNCH = "launch"
 
 
@@ -95,7 +98,9 @@ def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = Lau
     cus = gpu.compute_units
     per_cu_rounds = -(-work.workgroups // cus)
     resident = min(occ.workgroups_per_cu, per_cu_rounds)
-    hiding = min(1.0, resident / calib.latency_hiding_workgroups_per_cu)
+    cycle = calib.cost_model is CostModel.CYCLE
+    # The cycle-level model states latency hiding in the workgroups' programs instead of this heuristic.
+    hiding = 1.0 if cycle else min(1.0, resident / calib.latency_hiding_workgroups_per_cu)
 
     compute_s = 0.0
     if work.flop:
@@ -111,13 +116,23 @@ def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = Lau
         compute_s = max(compute_s, issue_s(work, gpu, per_cu_rounds, resident))
 
     bandwidth = gpu.hbm_bandwidth_bytes_per_s * calib.memory_efficiency_for(work.family)
-    cu_bandwidth = bandwidth / (calib.hbm_saturation_cu_fraction * cus)
-    stream_rounds = -(-work.streams // cus)
-    memory_s = max(work.bytes / bandwidth, work.workgroup_bytes * stream_rounds / (cu_bandwidth * hiding))
+    latency_s = 0.0
+    if cycle:
+        memory_s = work.bytes / bandwidth
+        residency = Residency(work.workgroups, -(-work.threads_per_workgroup // gpu.wave_size),
+                              occ.workgroups_per_cu)
+        latency_s = (waves_s(work.program or default_program(work, gpu), gpu, residency, bandwidth,
+                             calib.mlp_smoothness) + (completion_s(gpu) if work.write_bytes else 0.0))
+    else:
+        cu_bandwidth = bandwidth / (calib.hbm_saturation_cu_fraction * cus)
+        stream_rounds = -(-work.streams // cus)
+        memory_s = max(work.bytes / bandwidth, work.workgroup_bytes * stream_rounds / (cu_bandwidth * hiding))
 
     launch_s = launch_overhead_s(gpu, calib, mode)
-    busy_s = max(compute_s, memory_s)
+    busy_s = max(compute_s, memory_s, latency_s)
     bound = Bound.COMPUTE if compute_s >= memory_s else Bound.MEMORY
+    if latency_s > max(compute_s, memory_s):
+        bound = Bound.LATENCY
     if launch_s > busy_s:
         bound = Bound.LAUNCH
     return KernelTime(
@@ -130,6 +145,27 @@ def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = Lau
         waves=-(-work.workgroups // (cus * occ.workgroups_per_cu)),
         occupancy=occ,
     )
+
+
+# Bytes one thread of a streaming kernel keeps in flight: four 16-byte vector loads (assumption: what
+# Triton and PyTorch's vectorized elementwise kernels issue per thread before first use of the values).
+STREAM_BYTES_PER_THREAD = 64
+
+
+def default_program(work: Work, gpu: GPU) -> Program:
+    """A workgroup that streams its share of the launch's reads, 64 B per thread per trip, then writes.
+
+    Its instructions, when counted, are issued once (they are spread over the trips in reality, but a
+    streaming kernel's trips are few); kernels with loops, pipelines or dependent chains state their own.
+    """
+    read_share = work.read_bytes / work.bytes if work.bytes else 0.0
+    warps = -(-work.threads_per_workgroup // gpu.wave_size)
+    program = streaming_program(work.workgroup_bytes * read_share,
+                                STREAM_BYTES_PER_THREAD * work.threads_per_workgroup)
+    if work.warp_instructions_per_workgroup:
+        return Program(trips=program.trips, trip_load_bytes=program.trip_load_bytes,
+                       setup_instructions=work.warp_instructions_per_workgroup / warps)
+    return program
 
 
 def issue_s(work: Work, gpu: GPU, per_cu_rounds: int, resident: int) -> float:

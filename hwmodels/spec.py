@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
@@ -12,6 +13,14 @@ from hwmodels.dtypes import Dtype
 from hwmodels.specfile import FieldError, SpecError, load_record, read_yaml
 
 SPEC_DIR = Path(__file__).parent / "specs"
+
+# The GPU fields that the cycle-level cost model reads; each must be positive and finite.
+CYCLE_MODEL_FIELDS = (
+    "boost_clock_hz", "dram_latency_s", "l2_latency_s", "l2_bandwidth_bytes_per_s", "cu_bandwidth_bytes_per_s",
+    "kernel_floor_s", "alu_latency_cycles", "int_latency_cycles", "sfu_latency_cycles", "mma_latency_cycles",
+    "lds_latency_cycles", "shuffle_latency_cycles", "barrier_latency_cycles", "fp32_lanes_per_cu",
+    "int32_lanes_per_cu", "bit_lanes_per_cu", "sfu_lanes_per_cu", "lds_bytes_per_clock_per_cu",
+)
 
 
 class Vendor(Enum):
@@ -59,6 +68,25 @@ class GPU:
     launch_eager_s: float
     launch_graph_node_s: float
     tco_usd_per_gpu_hour: float
+    # Constants of the cycle-level cost model (per-workgroup latency chains, Little's law, issue rates).
+    boost_clock_hz: float  # SM/CU clock of latency- and issue-bound kernels (max boost); clock_hz gives the dense peak
+    dram_latency_s: float  # idle load-to-use latency of an HBM access that misses L2 (pointer chase)
+    l2_latency_s: float  # load-to-use latency of an L2 hit, L1 bypassed
+    l2_bandwidth_bytes_per_s: float  # whole-GPU L2 read bandwidth
+    cu_bandwidth_bytes_per_s: float  # most HBM read bandwidth one CU (SM) sustains with ample bytes in flight
+    kernel_floor_s: float  # GPU time of a tiny kernel (one load, one store) as a node of a CUDA/HIP graph
+    alu_latency_cycles: float  # dependent fp32 FMA
+    int_latency_cycles: float  # dependent int32 multiply-add
+    sfu_latency_cycles: float  # dependent transcendental (exp2)
+    mma_latency_cycles: float  # dependent smallest bf16 matrix instruction (mma.sync m16n8k16; MFMA 16x16x16/32)
+    lds_latency_cycles: float  # shared memory (LDS) load-to-use
+    shuffle_latency_cycles: float  # one cross-lane exchange step (shfl.sync; DPP, ds_swizzle, ds_bpermute)
+    barrier_latency_cycles: float  # one workgroup barrier round trip with all waves arriving together
+    fp32_lanes_per_cu: float  # fp32 FMA operations per clock per CU (SM), non-matrix
+    int32_lanes_per_cu: float  # int32 add/mul operations per clock per CU (SM)
+    bit_lanes_per_cu: float  # logic/shift operations per clock per CU (SM)
+    sfu_lanes_per_cu: float  # transcendental operations per clock per CU (SM)
+    lds_bytes_per_clock_per_cu: float  # shared memory (LDS) bandwidth per CU (SM) per clock
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -73,6 +101,10 @@ class GPU:
         for key in ("clock_hz", "hbm_capacity_bytes", "hbm_bandwidth_bytes_per_s"):
             if getattr(self, key) <= 0:
                 raise FieldError(key, "must be positive")
+        for key in CYCLE_MODEL_FIELDS:
+            value = getattr(self, key)
+            if not math.isfinite(value) or value <= 0:
+                raise FieldError(key, f"must be positive and finite, got {value}")
         if self.lds_max_per_workgroup_bytes > self.lds_per_cu_bytes:
             raise FieldError("lds_max_per_workgroup_bytes", "exceeds lds_per_cu_bytes")
         if self.max_registers_per_thread > self.registers_per_simd_lane:

@@ -8,6 +8,7 @@ from enum import Enum
 from types import MappingProxyType
 
 from hwmodels.dtypes import Dtype
+from hwmodels.program import Program
 
 
 class Family(Enum):
@@ -53,6 +54,9 @@ class Work:
     # Warp instructions the busiest workgroup issues (per-thread instruction count x warps), counted from
     # the compiled kernel; None: not counted, so instruction issue does not bound the launch.
     warp_instructions_per_workgroup: float | None = None
+    # What one workgroup executes (its loop, loads and dependent chains) for the cycle-level model; None: a
+    # workgroup that streams its share of the bytes (hwmodels.cycle_time). A sum of launches has none.
+    program: Program | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.flop_by_dtype, MappingProxyType):

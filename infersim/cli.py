@@ -33,6 +33,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default=None, metavar="DIR",
                      help="write summary.json, requests.csv, steps.csv, report.html and scenario.yaml here")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    _cost_model_flag(run)
 
     comp = sub.add_parser("compare", help="predict design changes: each overlay on a base, deltas in %%")
     comp.add_argument("base", help="base scenario YAML, or the word 'default' for the built-in default")
@@ -41,6 +42,7 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", dest="sets",
                       help="one scenario value for every run, e.g. --set workload.sessions=6")
     comp.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
+    _cost_model_flag(comp)
 
     hw = sub.add_parser("hw", help="hardware specs: GPUs and platforms")
     hw_sub = hw.add_subparsers(dest="hw_command", required=True, metavar="ACTION")
@@ -100,6 +102,7 @@ def _parser() -> argparse.ArgumentParser:
     step.add_argument("--quickreduce", default=None, metavar="CODEC",
                       help="enable QuickReduce all-reduce with this codec (ROCm): fp, int8, int6, int4, int3, fp4")
     step.add_argument("--json", action="store_true", help="print one JSON object")
+    _cost_model_flag(step)
 
     codec = sub.add_parser("codec", help="an all-reduce codec's wire format (QuickReduce tiles)")
     codec.add_argument("codec", help="fp, int8, int6, int4, int3 or fp4")
@@ -127,6 +130,7 @@ def _parser() -> argparse.ArgumentParser:
     kern.add_argument("--calibration", default=None, metavar="YAML",
                       help="a calibration overlay on the GPU's default calibration")
     kern.add_argument("--json", action="store_true", help="print one JSON object")
+    _cost_model_flag(kern)
     val = sub.add_parser("validate", help="predicted against measured for every recorded row of a GPU, per family")
     val.add_argument("--hw", default=None, help="GPU whose measurements to compare, e.g. h200")
     val.add_argument("--rows", action="store_true", help="with --hw: also every row, measured beside predicted")
@@ -138,7 +142,14 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument("--published", action="store_true",
                      help="instead: the model against the published 8x MI300X all-reduce table")
     val.add_argument("--json", action="store_true", help="print one JSON object")
+    _cost_model_flag(val)
     return parser
+
+
+def _cost_model_flag(command: argparse.ArgumentParser) -> None:
+    command.add_argument("--cost-model", choices=["cycle", "roofline"], default=None,
+                         help="how kernels are timed: cycle (workgroup programs: latency chains, Little's law, "
+                              "issue; the default) or roofline (the older floor with partial-grid heuristics)")
 
 
 def _non_negative_int(text: str) -> int:
@@ -159,7 +170,17 @@ def _positive_int(text: str) -> int:
 
 
 def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    """(JSON result, table title) of the command."""
+    """(JSON result, table title) of the command, timed with the chosen cost model."""
+    from hwmodels.calibration import cost_model_chosen
+
+    model = getattr(args, "cost_model", None)
+    if model is not None and args.command in ("run", "compare"):
+        args.sets = [*args.sets, f"cost.model={model}"]
+    with cost_model_chosen(model):
+        return _dispatch(args)
+
+
+def _dispatch(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     if args.command == "run":
         return _run_scenario(args)
     if args.command == "compare":

@@ -15,6 +15,7 @@ from hwmodels.roofline import KernelTime, LaunchMode, kernel_time
 from hwmodels.spec import GPU, Platform, load_gpu, load_platform, spec_names
 from hwmodels.units import parse_size_bytes
 from workloads.kernels import KERNEL_KINDS
+from workloads.tiles import with_tiles
 
 
 def kernel_kinds() -> list[str]:
@@ -144,7 +145,8 @@ def kernel_query(hw: str, kind: str, params: Mapping[str, str], *, launch: str =
     """Predicted time of a kernel (all its launches) with FLOP, bytes, grid and the bounding term."""
     gpu = load_gpu(hw)
     calib = load_calibration(gpu.name, calibration)
-    kernel = build_kernel(kind, params)
+    # tile fields not given as --param are the engine's choice for this GPU; given ones are held
+    kernel, tiles = with_tiles(build_kernel(kind, params), gpu, pinned=params.keys())
     mode = LaunchMode(launch)
     launches = kernel.launches()
     times = [kernel_time(work, gpu, calib, mode) for work in launches]
@@ -170,6 +172,7 @@ def kernel_query(hw: str, kind: str, params: Mapping[str, str], *, launch: str =
         "limiter": main.occupancy.limiter.value if main.occupancy else None,
         "bound": main.bound.value,
         "launches": [_launch_row(work, t) for work, t in zip(launches, times, strict=True)],
+        **({"tiles": tiles.as_dict()} if tiles is not None else {}),
     }
 
 

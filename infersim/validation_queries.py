@@ -12,6 +12,9 @@ from typing import Any
 
 _FAMILY_KEYS = ("rows", "held_out_rows", "median_abs_pct", "p90_abs_pct", "median_signed_pct", "fitted_rows",
                 "fitted_median_abs_pct")
+# Columns of the same families under the roofline model (before the cycle-level terms), and with each family
+# left out of every fit (leave one family out).
+_BEFORE_KEYS = {"median_abs_pct": "roofline_median_abs_pct", "median_signed_pct": "roofline_median_signed_pct"}
 
 
 def validate_command(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
@@ -41,14 +44,23 @@ def validate_query(hw: str, write_report: bool = False, rows: bool = False) -> d
     recorded = sorted(p.name for p in DATA_DIR.iterdir() if p.is_dir() and p.name in spec_names("gpus"))
     if hw not in recorded:
         raise ValueError(f"no measurements for --hw {hw!r}; recorded: {', '.join(recorded) or 'none'}")
+    from hwmodels.calibration import cost_model_chosen
+    from validation.report import leave_one_family_out, overall_summary
+
     compared = compare_all(hw)
+    with cost_model_chosen("roofline"):
+        before = error_summary(compare_all(hw))
+    left_out = leave_one_family_out(hw, compared)
     result: dict[str, Any] = {
         "hw": hw,
         "rows": len(compared),
         "held_out_rows": sum(1 for r in compared if not r.fitted),
         "fitted_rows": sum(1 for r in compared if r.fitted),
+        **overall_summary(compared),
         "families": [
-            {"family": name, **{key: summary.get(key) for key in _FAMILY_KEYS}}
+            {"family": name, **{key: summary.get(key) for key in _FAMILY_KEYS},
+             **{new: before.get(name, {}).get(key) for key, new in _BEFORE_KEYS.items()},
+             "left_out_median_abs_pct": left_out.get(name)}
             for name, summary in error_summary(compared).items()
         ],
     }

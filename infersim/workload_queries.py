@@ -21,6 +21,7 @@ from workloads.memory import plan_memory
 from workloads.model import load_model, model_names
 from workloads.params import active_matmul_params, count_params
 from workloads.step import Batch, PrefillChunk, parse_shape
+from workloads.tiles import describe
 
 
 def model_list() -> dict[str, Any]:
@@ -137,7 +138,10 @@ def step_query(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, decod
     timed = parts.step_time(batch)
     plan = build_step(batch, parts.deployment)
     families: dict[str, dict[str, float]] = {}
+    tiles: dict[str, dict[str, Any]] = {}  # by step item name: the tiled kernels' configurations, first layer's
     for item in plan.kernels:
+        if item.name not in tiles and (chosen := describe(item.kernel, parts.deployment.gpu)) is not None:
+            tiles[item.name] = chosen
         for work in item.kernel.launches():  # type: ignore[union-attr]
             row = families.setdefault(work.family.value if work.family else "other",
                                       {"launches": 0, "flop": 0.0, "bytes": 0.0, "time_s": 0.0})
@@ -167,6 +171,7 @@ def step_query(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, decod
         "overlap_collectives": d.options.overlap_collectives,
         "families": families,
         "collectives": {name: {"time_s": t} for name, t in timed.by_collective_s.items()},
+        "tiles": tiles,
         "options": {f.name: _plain(getattr(d.options, f.name)) for f in dataclasses.fields(KernelOptions)},
     }
 

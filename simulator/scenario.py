@@ -149,6 +149,11 @@ class Workload:
 @dataclass(frozen=True)
 class Cost:
     usd_per_gpu_hour: float = 0.0  # 0: the GPU spec's TCO
+    model: str = "cycle"  # how kernels are timed: "cycle" (workgroup programs) or "roofline" (the older floor)
+
+    def __post_init__(self) -> None:
+        if self.model not in ("cycle", "roofline"):
+            raise FieldError("model", f"unknown cost model {self.model!r} (valid: cycle, roofline)")
 
 
 @dataclass(frozen=True)

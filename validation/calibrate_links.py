@@ -16,6 +16,7 @@ from __future__ import annotations
 import csv
 import math
 import statistics
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -63,11 +64,13 @@ def predict(rows: list[Row], library: CollectiveLibrary, platform_name: str) -> 
     return [ring_time(r.op, r.size_bytes, r.world, fabric, library, launch).time_s for r in rows]
 
 
-def fit(rows: list[Row], platform_name: str) -> CollectiveLibrary:
-    """Least squares in log time over (latencies, efficiencies) for each switch size; the best wins."""
+def fit(rows: list[Row], platform_name: str, train: Callable[[Row], bool] | None = None) -> CollectiveLibrary:
+    """Least squares in log time over (latencies, efficiencies) for each switch size; the best wins.
+
+    `train` picks the rows that fit (default: `Row.trains`, all-reduce at even powers of two)."""
     from scipy.optimize import least_squares
 
-    train = [r for r in rows if r.trains]
+    train = [r for r in rows if (train or Row.trains.fget)(r)]
     measured = np.log([r.measured_s for r in train])
     step_s = load_platform(platform_name).link_latency_s
     best: tuple[float, CollectiveLibrary] | None = None

@@ -42,14 +42,28 @@ class Compiled(KernelKind):
     kernel: KernelKind
     warp_instructions: tuple[float | None, ...]  # per launch: warp instructions of its busiest workgroup
     registers: tuple[int | None, ...]  # per launch: registers per thread; None keeps the model's figures
+    # per launch: (instructions outside the loop, per loop iteration) of one thread, for the workgroup's
+    # program (cycle-level model); None keeps the program's own estimate. Empty: none given.
+    per_thread: tuple[tuple[int, int] | None, ...] = ()
 
     def launches(self) -> tuple[Work, ...]:
         works = self.kernel.launches()
         if not len(works) == len(self.warp_instructions) == len(self.registers):
             raise ValueError(f"{len(works)} launches, {len(self.warp_instructions)} instruction counts and "
                              f"{len(self.registers)} register counts")
-        return tuple(w if r is None else replace(w, warp_instructions_per_workgroup=i, registers_per_thread=r)
-                     for w, i, r in zip(works, self.warp_instructions, self.registers, strict=True))
+        per_thread = self.per_thread or (None,) * len(works)
+        out = []
+        for w, i, r, counts in zip(works, self.warp_instructions, self.registers, per_thread, strict=True):
+            if r is not None:
+                w = replace(w, warp_instructions_per_workgroup=i, registers_per_thread=r)
+            if counts is not None and w.program is not None:
+                outside, per_trip = counts
+                # a kernel with no loop issues everything in its one trip
+                program = (replace(w.program, trip_instructions=outside, setup_instructions=0) if not per_trip
+                           else replace(w.program, trip_instructions=per_trip, setup_instructions=outside))
+                w = replace(w, program=program)
+            out.append(w)
+        return tuple(out)
 
 
 def compare(

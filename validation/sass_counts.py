@@ -36,3 +36,12 @@ def compiled(gpu_name: str, kernel: str, config: str, iterations: int = 0) -> tu
         raise ValueError(f"{kernel} {config!r} has no loop, but {iterations} iterations were asked for")
     per_thread = int(row["prologue_instructions"]) + iterations * int(row["loop_instructions"])
     return per_thread * int(row["num_warps"]), int(row["registers"])
+
+
+def per_thread(gpu_name: str, kernel: str, config: str) -> tuple[int, int]:
+    """(instructions outside the loop, instructions per loop iteration) of one thread, as counted."""
+    row = _table(gpu_name).get((kernel, config))
+    if row is None:
+        raise ValueError(f"no SASS count of {kernel} {config!r} for {gpu_name} "
+                         "(count it: python -m validation.companion.bench sass-counts)")
+    return int(row["prologue_instructions"]), int(row["loop_instructions"])

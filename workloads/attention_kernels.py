@@ -7,9 +7,11 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from hwmodels.dtypes import Dtype
+from hwmodels.program import NO_CHAIN, Chain, Program, mma_steps, reduction_chain
 from hwmodels.work import Family, Work
 from workloads.kernel_base import KernelKind, cdiv, check_ints, coerce
 
+MMA_K = 16  # reduction depth of one bf16 matrix instruction (mma.sync m16n8k16), for instruction counts
 # Softmax FP32 FLOP per query-key pair: running max, subtract, exp, sum, and the final 1/sum scale.
 _SOFTMAX_FLOP_PER_PAIR = 5
 
@@ -76,8 +78,23 @@ class AttentionPrefill(KernelKind):
                 flop_per_workgroup=(4 * d + _SOFTMAX_FLOP_PER_PAIR) * rows * keys,
                 # the query blocks and heads of one KV group share its K and V through L2
                 memory_workgroups=s * self.kv_heads,
+                program=self._program(keys),
             ),
         )
+
+    def _program(self, keys: int) -> Program:
+        """A query block streams K and V tiles, two stages deep (FlashAttention-2/3 pipelines).
+
+        Per tile: the QK^T accumulator chain over head_dim, the row max and sum (FlashAttention keeps a
+        row inside one warp: a shuffle tree over the tile's columns held by a quad, 2 steps each), two
+        exponentials, and the PV chain over the tile's rows. The query blocks and heads of a KV group read
+        the same K and V tiles, so the trips hit L2.
+        """
+        d, bn = self.head_dim, self.block_n
+        narrow = self.dtype.bits <= 8
+        chain = Chain(mma=mma_steps(d, narrow) + mma_steps(bn, narrow), shuffle=4, sfu=2, alu=3)
+        return Program(trips=cdiv(keys, bn), trip_load_bytes=self.dtype.storage_bytes(2 * bn * d),
+                       trip_chain=chain, prefetch=1, setup_chain=Chain(dram=1), l2_hits=True)
 
 
 @dataclass(frozen=True)
@@ -145,6 +162,7 @@ class MlaDecode(KernelKind):
             lds_bytes_per_workgroup=math.ceil(self.kv_dtype.storage_bytes(self.block_n * width)
                                               + self.q_dtype.storage_bytes(self.heads_per_workgroup * width)),
             family=Family.MLA_DECODE,
+            program=self._split_program(width),
         ))
         if self.num_splits > 1:
             launches.append(Work(
@@ -155,5 +173,41 @@ class MlaDecode(KernelKind):
                 workgroups=s * head_groups,
                 threads_per_workgroup=self.threads,
                 family=Family.MLA_DECODE,
+                program=self._merge_program(),
             ))
         return tuple(launches)
+
+    @property
+    def split_rows(self) -> int:
+        """History rows of one split: whole block_n tiles, at least one (as the split-KV kernels cut it)."""
+        per_split = cdiv(cdiv(self.context, self.num_splits), self.block_n) * self.block_n
+        return min(max(per_split, self.block_n), self.context)
+
+    def _split_program(self, width: int) -> Program:
+        """One (sequence, head block, split) workgroup: block_n latent rows per trip, two stages deep.
+
+        Per trip: the score tile's accumulator chain over the 576-wide row and the output's over block_n
+        rows; the row max and the row sum, each a reduction over block_n columns that the warps split
+        (shuffles, then LDS and a barrier); two exponentials; P moved from the accumulator to the operand
+        layout through LDS; and the barrier that hands over the next pipeline stage.
+        """
+        bn, warps = self.block_n, max(1, self.threads // 32)
+        narrow = self.kv_dtype.bits <= 8
+        chain = (Chain(mma=mma_steps(width, narrow) + mma_steps(bn, narrow), sfu=2, alu=3, lds=1, barrier=1)
+                 + 2 * reduction_chain(bn, warps, 32))
+        hpw = self.heads_per_workgroup
+        # instructions per warp: its share of the matrix instructions (16x8x16 each) with one operand load
+        # apiece, ~12 per score (scale, mask, max, exp, sum, convert) and one rescale per output value
+        mmas = hpw * bn * (width + self.kv_lora) / (16 * 8 * MMA_K) / warps
+        per_thread = (hpw * bn * 12 + hpw * self.kv_lora) / self.threads
+        return Program(trips=cdiv(self.split_rows, bn), trip_load_bytes=self.kv_dtype.storage_bytes(bn * width),
+                       trip_instructions=2 * mmas + per_thread, trip_chain=chain, prefetch=1,
+                       setup_chain=Chain(dram=1, sfu=1))
+
+    def _merge_program(self) -> Program:
+        """One (sequence, head block): a trip per split that held rows, each waiting for that split's partial."""
+        used = cdiv(self.context, self.split_rows)
+        part = self.heads_per_workgroup * (self.kv_lora + 1) * 4
+        return Program(trips=used, trip_load_bytes=part, trip_chain=Chain(sfu=2, alu=3),
+                       trip_instructions=3 * part / 4 / self.threads, setup_chain=NO_CHAIN)
+

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import ClassVar
 
 from hwmodels.dtypes import Dtype
+from hwmodels.program import Chain, Program, mma_steps, reduction_chain
 from hwmodels.work import Family, Work
 from workloads.kernel_base import KernelKind, cdiv, check_bool, check_ints
 
@@ -82,14 +83,14 @@ class KdaPrefill(KernelKind):
         scan_lds = kd * self.block_v * _FP32_BYTES + c_max * kd * _BF16_BYTES
 
         def launch(flop: dict[Dtype, int], read: int, write: int, workgroups: int, lds: int,
-                   per_chunk: tuple[int, int] | None = None) -> Work:
+                   per_chunk: tuple[int, int] | None = None, program: Program | None = None) -> Work:
             # per_chunk: (FLOP, bytes) of one full chunk of one head, for a launch that runs chunks in
             # parallel: its busiest workgroup holds a full chunk even when the last chunk is short
             figures = {} if per_chunk is None else {"flop_per_workgroup": per_chunk[0],
                                                     "bytes_per_workgroup": per_chunk[1]}
             return Work(flop_by_dtype=flop, read_bytes=read, write_bytes=write, workgroups=workgroups,
                         threads_per_workgroup=self.threads, lds_bytes_per_workgroup=lds,
-                        family=Family.KDA_PREFILL, **figures)
+                        family=Family.KDA_PREFILL, program=program, **figures)
 
         c_full = min(c_max, t)
         inputs_per_token = 2 * kd * _BF16_BYTES + vd * _BF16_BYTES + kd * _FP32_BYTES + _FP32_BYTES
@@ -113,6 +114,7 @@ class KdaPrefill(KernelKind):
             per_chunk=(4 * c_full * c_full * kd + 2 * c_full * c_full * vd + (c_full**3 - c_full) // 3,
                        c_full * (inputs_per_token + wuk_per_token) + c_full * c_full * _FP32_BYTES
                        + qg_per_chunk),
+            program=self._intra_program(c_full),
         )
         if not self.grouped_scan:
             scan = launch(
@@ -123,6 +125,7 @@ class KdaPrefill(KernelKind):
                 write=sh * (o + state),
                 workgroups=sh * v_tiles,
                 lds=scan_lds,
+                program=self._scan_program(c_full, n),
             )
             return (intra, scan)
         summary = (kd * kd + kd * vd) * _FP32_BYTES  # a K x K transition and a K x V offset per chunk
@@ -144,6 +147,10 @@ class KdaPrefill(KernelKind):
             workgroups=sh * v_tiles,
             # the K x K fp32 transition and the K x block_v fp32 state slice
             lds=kd * kd * _FP32_BYTES + kd * self.block_v * _FP32_BYTES,
+            # per chunk: its transition (K x K fp32) loaded one chunk ahead, the K-deep product, and the
+            # state slice through LDS to the next product's operand layout
+            program=Program(trips=n, trip_load_bytes=kd * kd * _FP32_BYTES, prefetch=1,
+                            trip_chain=Chain(mma=mma_steps(kd), lds=1, barrier=1), setup_chain=Chain(dram=1)),
         )
         replay = launch(
             # v_new (2cKV), q.h (2cKV) and A_qk.v_new (2c^2 V), from the chunk's start state
@@ -152,17 +159,63 @@ class KdaPrefill(KernelKind):
             write=sh * o,
             workgroups=sh * n * v_tiles,
             lds=scan_lds,
+            program=self._scan_program(c_full, 1),
             per_chunk=(cdiv(4 * c_full * kd * vd + 2 * c_full * c_full * vd, v_tiles),
                        cdiv(state + c_full * (wuk_per_token + kd * _BF16_BYTES + c_full * _FP32_BYTES
                                               + vd * _BF16_BYTES), v_tiles)),
         )
         return (intra, summaries, ordered, replay)
 
+    def _intra_program(self, c: int) -> Program:
+        """One (head, chunk) workgroup: the chunk's dots, then the UT forward substitution, row by row.
+
+        Setup: the chunk's inputs (one HBM round trip), the A_kk and A_qk products (a K-deep accumulator
+        chain each) and, after the substitution, the w and u products (c-deep chains). The substitution
+        is c - 1 dependent trips: row i needs every earlier row, so each trip is a reduction over the
+        chunk's c columns spread over the warps, and its update.
+        """
+        warps = max(1, self.threads // 32)
+        setup = Chain(dram=1, mma=2 * mma_steps(self.key_dim) + 2 * mma_steps(c), sfu=2, lds=4, barrier=4)
+        per_thread = c * c / self.threads
+        macs = c * c * (2 * self.key_dim + self.key_dim + self.value_dim)  # A_kk, A_qk, then w and u
+        return Program(trips=c - 1, trip_chain=reduction_chain(c, warps, 32) + Chain(alu=2),
+                       trip_instructions=3 * per_thread + 20, setup_chain=setup,
+                       setup_instructions=2 * macs / (16 * 8 * 16) / warps + 12 * per_thread)
+
+    def _scan_program(self, c: int, trips: int) -> Program:
+        """A (head, value tile) workgroup walks `trips` chunks in order, its state slice carried in registers.
+
+        Per chunk, loaded one chunk ahead: w, kg, qg (c x K bf16), u (c x block_v bf16) and A_qk (c x c fp32).
+        Its chain: v_new = u - w.h (K deep), then o = qg.h + A_qk.v_new (c deep after it) and
+        h = h.decay + kg^T.v_new (c deep), with the state and v_new moved to operand layout through LDS.
+        """
+        kd, bv, warps = self.key_dim, self.block_v, max(1, self.threads // 32)
+        load = c * (3 * kd + bv) * _BF16_BYTES + c * c * _FP32_BYTES
+        macs = c * kd * bv * 3 + c * c * bv
+        chain = Chain(mma=mma_steps(kd) + 2 * mma_steps(c), lds=2, barrier=2, alu=2, sfu=1)
+        return Program(trips=trips, trip_load_bytes=load, prefetch=1, trip_chain=chain,
+                       trip_instructions=2 * macs / (16 * 8 * 16) / warps + kd * bv * 3 / self.threads,
+                       setup_chain=Chain(dram=1))
+
 
 # Decode and verify keep each workgroup's K x tile fp32 state slice in registers (FLA's fused_recurrent_kda
 # [S28] loads the state once and keeps it in registers across tokens), so they ask for no LDS.
 _RECURRENCE_FLOP_PER_KV = 7  # decay K*V, k^T S 2KV, rank-1 update 2KV, q^T S 2KV (fla/ops/kda/naive.py [S28])
 _NORM_FLOP_PER_VALUE = 4  # gated RMSNorm of the output: square, sum, scale, gate
+
+
+def recurrent_program(trips: int, trip_load_bytes: float, key_dim: int, block_v: int, threads: int) -> Program:
+    """A (sequence, head, value tile) workgroup stepping through `trips` tokens of the delta rule in order.
+
+    Setup: the K x block_v state slice comes from HBM (one round trip) before the loop. Each token waits
+    for its own q, k, v, g and beta (the loop has no matrix product, so nothing pipelines the loads), then:
+    decay by exp(g), k^T S and q^T S (each a reduction over the K rows, which the warps split), the rank-1
+    update. Instructions per thread: about five per state value it holds, plus addressing.
+    """
+    warps = max(1, threads // 32)
+    chain = Chain(sfu=1, alu=4) + 2 * reduction_chain(key_dim, warps, 32)
+    return Program(trips=trips, trip_load_bytes=trip_load_bytes, trip_chain=chain,
+                   trip_instructions=5 * key_dim * block_v / threads + 40, setup_chain=Chain(dram=1))
 
 
 @dataclass(frozen=True)
@@ -192,17 +245,22 @@ class KdaDecode(KernelKind):
         recurrence_flop = _RECURRENCE_FLOP_PER_KV * kd * vd
         grid = sh * cdiv(vd, self.block_v)
 
-        def launch(flop: int, read: int, write: int, workgroups: int, family: Family) -> Work:
+        bv = min(self.block_v, vd)
+        recurrent = recurrent_program(1, inputs - vd * _BF16_BYTES + bv * _BF16_BYTES, kd, bv, self.threads)
+
+        def launch(flop: int, read: int, write: int, workgroups: int, family: Family,
+                   program: Program | None = None) -> Work:
             return Work(flop_by_dtype={Dtype.FP32: flop} if flop else {}, read_bytes=read,
                         write_bytes=write, workgroups=workgroups, threads_per_workgroup=self.threads,
-                        family=family)
+                        family=family, program=program)
 
         if self.fused:
             flop = recurrence_flop + kd + _NORM_FLOP_PER_VALUE * vd  # + exp(g) and the output norm
-            return (launch(sh * flop, sh * (state + inputs), sh * (state + o), grid, Family.KDA_DECODE),)
+            return (launch(sh * flop, sh * (state + inputs), sh * (state + o), grid, Family.KDA_DECODE,
+                           recurrent),)
         gate_prep = launch(sh * kd, sh * kd * _FP32_BYTES, sh * kd * _FP32_BYTES, sh, Family.KDA_DECODE)
         recurrence = launch(sh * recurrence_flop, sh * (state + inputs), sh * (state + o), grid,
-                          Family.KDA_DECODE)
+                            Family.KDA_DECODE, recurrent)
         norm = launch(sh * _NORM_FLOP_PER_VALUE * vd, sh * o, sh * o, sh, Family.KDA_DECODE)
         copy = launch(0, sh * o, sh * o, sh, Family.COPY)
         return (gate_prep, recurrence, norm, copy, copy)
@@ -244,5 +302,7 @@ class KdaVerify(KernelKind):
                 workgroups=sh * tiles,
                 threads_per_workgroup=self.threads,
                 family=Family.KDA_VERIFY,
+                program=recurrent_program(p, per_tile_inputs + self.tile_cols * _BF16_BYTES + _FP32_BYTES, d,
+                                          self.tile_cols, self.threads),
             ),
         )

@@ -13,6 +13,7 @@ from types import MappingProxyType
 from typing import ClassVar
 
 from hwmodels.dtypes import Dtype
+from hwmodels.program import Chain, Program, mma_steps, reduction_chain
 from hwmodels.work import Family, Work
 from workloads.attention_kernels import AttentionPrefill, MlaDecode
 from workloads.codecs import Codec
@@ -41,6 +42,27 @@ def _gemm_lds_bytes(stages: int, tile_m: int, tile_n: int, tile_k: int, dtype: D
 # Rows of the matrix-core instruction: a tile is computed in multiples of this, so a skinny GEMM
 # still executes 16 rows (MFMA/WGMMA 16xNxK shapes; CDNA3 ISA and the Hopper WGMMA m64 split by 4 warps).
 _MMA_ROWS = 16
+
+
+def _gemm_program(depth: int, rows: int, tile_n: int, tile_k: int, stages: int, dtype: Dtype,
+                  shared: bool) -> Program:
+    """A GEMM tile: k / tile_k trips, each loading `rows` of A and a B tile `stages - 1` trips ahead (cp.async or TMA
+    pipelines; buffer_load on CDNA), and feeding the accumulators tile_k deep; the matrix rate itself is the
+    roofline's compute term. With several row blocks (`shared`) the B tiles are shared through L2, so trips
+    hit L2 and HBM sees the launch's bytes (the roofline's memory term); with one (decode) each column block
+    streams its weights from HBM. Setup: the first stage's round trip."""
+    return Program(trips=cdiv(depth, tile_k), trip_load_bytes=dtype.storage_bytes((rows + tile_n) * tile_k),
+                   prefetch=max(1, stages - 1), trip_chain=Chain(mma=mma_steps(tile_k, dtype.bits <= 8)),
+                   setup_chain=Chain(dram=1), l2_hits=shared)
+
+
+def row_program(row_bytes: float, values: int, threads: int) -> Program:
+    """A row kernel (RMSNorm, add + RMSNorm): load the row, square and sum it over the whole workgroup
+    (a block reduction), one reciprocal square root, scale, store. About six instructions per value a
+    thread holds, plus thirty for addressing and the reduction."""
+    chain = Chain(alu=3, sfu=1) + reduction_chain(threads, max(1, threads // 32), 32)
+    return Program(trips=1, trip_load_bytes=row_bytes, trip_chain=chain,
+                   trip_instructions=6 * values / threads + 30)
 
 
 def _tile_figures(rows: int, cols: int, k: int, executed_rows: int, column_blocks: int, dtype: Dtype,
@@ -103,6 +125,7 @@ class Gemm(KernelKind):
                     self.stages, self.tile_m, self.tile_n, self.tile_k, self.dtype
                 ),
                 family=Family.GEMM,
+                program=_gemm_program(depth, rows, cols, self.tile_k, self.stages, self.dtype, m > self.tile_m),
                 **figures,
             ),
         )
@@ -148,6 +171,8 @@ class MoeGemm(KernelKind):
                     self.stages, self.tile_m, self.tile_n, self.tile_k, self.dtype
                 ),
                 family=Family.MOE_GEMM,
+                program=_gemm_program(k, min(t, self.tile_m), min(n, self.tile_n), self.tile_k, self.stages,
+                                      self.dtype, t > self.tile_m),
                 **_tile_figures(min(t, self.tile_m), min(n, self.tile_n), k, self.tile_m,
                                 e * cdiv(n, self.tile_n) if t else 0, self.dtype, self.out_dtype),
             ),
@@ -184,6 +209,7 @@ class RmsNorm(KernelKind):
                 workgroups=t,
                 threads_per_workgroup=self.threads,
                 family=Family.NORM,
+                program=row_program(self.dtype.storage_bytes(2 * h), h, self.threads),
             ),
         )
 
@@ -221,6 +247,7 @@ class AddRmsNorm(KernelKind):
                 workgroups=t,
                 threads_per_workgroup=self.threads,
                 family=Family.NORM,
+                program=row_program(self.dtype.storage_bytes(3 * h), 2 * h, self.threads),
             ),
         )
 
@@ -337,6 +364,9 @@ def _codec_launch(values: int, codec: Codec, threads: int, flop_per_value: int, 
     """One workgroup per 2048-value tile; fp16 on one side, the codec's wire format on the other."""
     flop = 0 if codec is Codec.FP else flop_per_value * values
     plain, wire = Dtype.FP16.storage_bytes(values), codec.wire_bytes(values)
+    tile = min(values, codec.tile_values)
+    program = Program(trips=1, trip_load_bytes=Dtype.FP16.storage_bytes(tile) if encode else codec.wire_bytes(tile),
+                      trip_chain=_codec_chain(codec, encode), trip_instructions=12 * tile / threads + 30)
     return Work(
         flop_by_dtype={Dtype.FP32: flop} if flop else {},
         read_bytes=plain if encode else wire,
@@ -344,8 +374,21 @@ def _codec_launch(values: int, codec: Codec, threads: int, flop_per_value: int, 
         workgroups=cdiv(values, codec.tile_values),
         threads_per_workgroup=threads,
         family=Family.CODEC,
+        program=program,
         **full_block_figures(flop, plain + wire, values, codec.tile_values),
     )
+
+
+def _codec_chain(codec: Codec, encode: bool) -> Chain:
+    """Dependent steps of one QuickReduce tile after its load. Encode: a thread's local absmax over its
+    values (3 levels), the group's absmax across the lanes that share a scale (2 shuffles), the scale's
+    reciprocal, scale, round and clip, then packing into the wire words (shifts and ors). Decode: unpack,
+    unbias, scale. The FP codec is a copy."""
+    if codec is Codec.FP:
+        return Chain()
+    if encode:
+        return Chain(alu=6, shuffle=2, sfu=1, int=4)
+    return Chain(int=3, alu=2)
 
 
 @dataclass(frozen=True)

@@ -13,6 +13,7 @@ from functools import lru_cache
 from typing import TypeVar
 
 from hwmodels.dtypes import Dtype
+from workloads import tiles
 from workloads.collectives import Collective, CollectiveOp
 from workloads.deployment import Deployment
 from workloads.kernel_base import KernelKind, cdiv
@@ -62,11 +63,13 @@ def _gemm(d: Deployment, part: Part, m: int, n: int, k: int) -> Gemm:
     Assumption (hipBLASLt and cuBLAS heuristics pick split-K or stream-K for skinny shapes): the
     smallest split that gives every CU a tile, keeping at least 256 of k per split.
     """
-    tiles = cdiv(m, Gemm.tile_m) * cdiv(n, Gemm.tile_n)
+    dtype = _math_dtype(d, part)
+    tile = tiles.gemm_tiles(d.gpu, dtype=dtype).fields  # the GPU family's library tile, sized to fit
+    output_tiles = cdiv(m, tile["tile_m"]) * cdiv(n, tile["tile_n"])
     split = 1
-    if tiles < d.gpu.compute_units:
-        split = max(1, min(d.gpu.compute_units // tiles, k // 256))
-    return _make(Gemm, m=m, n=n, k=k, dtype=_math_dtype(d, part), split_k=split)
+    if output_tiles < d.gpu.compute_units:
+        split = max(1, min(d.gpu.compute_units // output_tiles, k // 256))
+    return _make(Gemm, m=m, n=n, k=k, dtype=dtype, split_k=split, **tile)
 
 
 def _math_dtype(d: Deployment, part: Part) -> Dtype:
@@ -194,7 +197,8 @@ def _mla_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
                     seqs=len(contexts), context=context,
                     heads=h * per_seq * d.dcp, kv_lora=a.kv_lora_rank, rope_dim=a.qk_rope_head_dim,
                     num_splits=min(o.mla_num_splits, context), pad_heads_to=o.mla_pad_heads_to * per_seq * d.dcp,
-                    kv_dtype=d.kv_dtype))
+                    kv_dtype=d.kv_dtype, **tiles.mla_decode_tiles(
+                        d.gpu, kv_lora=a.kv_lora_rank, rope_dim=a.qk_rope_head_dim, kv_dtype=d.kv_dtype).fields))
         if d.dcp > 1:
             partials = queries * h * d.dcp * (a.kv_lora_rank * 4 + 4)  # fp32 output + log-sum-exp per head
             yield from _c(layer, "mla.dcp_partial_exchange", DECODES, CollectiveOp.ALL_TO_ALL, partials, d.dcp)
@@ -209,7 +213,8 @@ def _mla_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
         up_width = h * (a.qk_nope_head_dim + a.v_head_dim)
         yield _k(layer, "mla.kv_b", PREFILL_HISTORY, _gemm(d, Part.ATTENTION, history, up_width, a.kv_lora_rank))
         yield _k(layer, "mla.prefill_attention", PREFILL_HISTORY, AttentionPrefill(
-            seqs=len(tokens), q_len=_mean(tokens), heads=h, kv_heads=h, head_dim=qk, cached=_mean(cached)))
+            seqs=len(tokens), q_len=_mean(tokens), heads=h, kv_heads=h, head_dim=qk, cached=_mean(cached),
+            **tiles.attention_tiles(d.gpu, head_dim=qk).fields))
     width = h * a.v_head_dim
     if a.output_gate:
         yield _k(layer, "mla.gate", TOKENS, _gemm(d, Part.ATTENTION, t, width, hid))
@@ -270,14 +275,15 @@ def _gqa_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
                           len(contexts) * q_len * h * a.head_dim * ACT_BYTES, d.dcp)
             yield _k(layer, f"gqa.{name}_attention", DECODE_HISTORY, AttentionPrefill(
                 seqs=len(contexts), q_len=q_len, heads=h * d.dcp, kv_heads=kv, head_dim=a.head_dim,
-                cached=cdiv(_mean(contexts), d.dcp)))
+                cached=cdiv(_mean(contexts), d.dcp), **tiles.attention_tiles(d.gpu, head_dim=a.head_dim).fields))
             yield from _c(layer, f"gqa.dcp_partial_exchange_{name}", DECODES, CollectiveOp.ALL_TO_ALL,
                           len(contexts) * q_len * h * d.dcp * (a.head_dim * 4 + 4), d.dcp)
     if batch.prefills:
         tokens = tuple(c.tokens for c in batch.prefills)
         cached = tuple(c.cached for c in batch.prefills)
         yield _k(layer, "gqa.prefill_attention", PREFILL_HISTORY, AttentionPrefill(
-            seqs=len(tokens), q_len=_mean(tokens), heads=h, kv_heads=kv, head_dim=a.head_dim, cached=_mean(cached)))
+            seqs=len(tokens), q_len=_mean(tokens), heads=h, kv_heads=kv, head_dim=a.head_dim, cached=_mean(cached),
+            **tiles.attention_tiles(d.gpu, head_dim=a.head_dim).fields))
     yield from _output_projection(layer, "gqa", t, h * a.head_dim, d)
 
 
@@ -293,11 +299,6 @@ def _dense_mlp_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepIt
 def active_experts(experts: int, routings: int) -> float:
     """Expected distinct experts hit by `routings` uniform independent choices."""
     return experts * -math.expm1(routings * math.log1p(-1 / experts)) if experts > 1 else 1.0
-
-
-def _moe_tile_m(tokens_per_expert: int) -> int:
-    """vLLM fused-MoE picks BLOCK_SIZE_M by tokens per expert: 16, 32 or 64 (assumption: its default configs)."""
-    return 16 if tokens_per_expert <= 16 else 32 if tokens_per_expert <= 32 else 64
 
 
 def _moe_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
@@ -319,15 +320,16 @@ def _moe_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     routings = t * moe.top_k / d.ep
     active = max(1, round(active_experts(moe.experts, t * moe.top_k) * local_experts / moe.experts))
     per_expert = math.ceil(routings / active)
-    tile = _moe_tile_m(per_expert)
+    # tile_m by tokens per expert (vLLM fused-MoE), the rest from the GPU family's config, sized to fit
+    tile = tiles.moe_gemm_tiles(d.gpu, tokens_per_expert=per_expert, dtype=routed_dt).fields
     yield _k(layer, "moe.routed_up", TOKENS,
              _make(MoeGemm, experts=active, tokens_per_expert=per_expert, n=2 * inter, k=width,
-                                            dtype=routed_dt, tile_m=tile))
+                                            dtype=routed_dt, **tile))
     yield _k(layer, "moe.routed_act", TOKENS, _make(Elementwise, elements=active * per_expert * inter, inputs=2,
                                                   ops_per_element=SWIGLU_OPS))
     yield _k(layer, "moe.routed_down", TOKENS,
              _make(MoeGemm, experts=active, tokens_per_expert=per_expert, n=width, k=inter,
-                                              dtype=routed_dt, tile_m=tile))
+                                              dtype=routed_dt, **tile))
     if moe.latent_size:
         yield from _c(layer, "moe.latent_reduce", TOKENS, CollectiveOp.ALL_REDUCE, t * width * ACT_BYTES, d.tp)
         yield _k(layer, "moe.latent_out_norm", TOKENS, _make(RmsNorm, tokens=t, hidden=width))

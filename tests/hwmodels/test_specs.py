@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+import math
 from dataclasses import replace
 
 import pytest
@@ -12,7 +13,7 @@ from hypothesis import strategies as st
 
 from hwmodels.calibration import load_calibration
 from hwmodels.dtypes import Dtype
-from hwmodels.spec import GPU, SPEC_DIR, Platform, load_gpu, load_platform, spec_names
+from hwmodels.spec import CYCLE_MODEL_FIELDS, GPU, SPEC_DIR, Platform, load_gpu, load_platform, spec_names
 from hwmodels.specfile import SpecError, load_record
 
 GPUS = spec_names("gpus")
@@ -179,3 +180,61 @@ def test_an_overlay_replaces_every_spelling_of_a_field(write_yaml):
     calib = load_calibration("h200", str(overlay))
     assert calib.launch_eager_s == pytest.approx(7e-6)
     assert calib.sources["launch_eager_s"] == "measured"
+
+
+CYCLE_MODEL_KEYS = {  # YAML key -> dataclass field, for the cycle-level cost model's constants
+    "boost_clock_mhz": "boost_clock_hz",
+    "dram_latency_ns": "dram_latency_s",
+    "l2_latency_ns": "l2_latency_s",
+    "l2_bandwidth_tb_per_s": "l2_bandwidth_bytes_per_s",
+    "cu_bandwidth_gb_per_s": "cu_bandwidth_bytes_per_s",
+    "kernel_floor_us": "kernel_floor_s",
+    **{k: k for k in ("alu_latency_cycles", "int_latency_cycles", "sfu_latency_cycles", "mma_latency_cycles",
+                      "lds_latency_cycles", "shuffle_latency_cycles", "barrier_latency_cycles", "fp32_lanes_per_cu",
+                      "int32_lanes_per_cu", "bit_lanes_per_cu", "sfu_lanes_per_cu", "lds_bytes_per_clock_per_cu")},
+}
+
+
+def test_cycle_model_keys_cover_the_validated_fields():
+    assert set(CYCLE_MODEL_KEYS.values()) == set(CYCLE_MODEL_FIELDS)
+
+
+@pytest.mark.parametrize("name", GPUS)
+def test_every_gpu_has_sourced_positive_cycle_model_constants(name):
+    gpu = load_gpu(name)
+    raw = yaml.safe_load((SPEC_DIR / "gpus" / f"{name}.yaml").read_text())
+    for key, field_name in CYCLE_MODEL_KEYS.items():
+        value = getattr(gpu, field_name)
+        assert math.isfinite(value) and value > 0, (name, field_name, value)
+        assert isinstance(raw[key], dict) and str(raw[key]["source"]).strip(), (name, key)
+        assert gpu.sources[key] == raw[key]["source"]
+    # Plausibility in SI units: catches a value written in the wrong unit.
+    assert 1e9 < gpu.boost_clock_hz < 3e9 and gpu.boost_clock_hz >= gpu.clock_hz
+    assert 1e-7 < gpu.l2_latency_s < gpu.dram_latency_s < 2e-6
+    assert gpu.hbm_bandwidth_bytes_per_s < gpu.l2_bandwidth_bytes_per_s < 1e14
+    assert 1e10 < gpu.cu_bandwidth_bytes_per_s < gpu.hbm_bandwidth_bytes_per_s
+    assert 5e-7 < gpu.kernel_floor_s < 2e-5
+    assert gpu.fp32_lanes_per_cu >= gpu.sfu_lanes_per_cu
+
+
+@pytest.mark.parametrize("key", sorted(CYCLE_MODEL_KEYS))
+def test_missing_cycle_model_key_is_named(write_yaml, key):
+    raw = _h200_raw()
+    del raw[key]
+    with pytest.raises(SpecError, match=rf"spec\.yaml: {CYCLE_MODEL_KEYS[key]}: missing"):
+        _load(raw, write_yaml)
+
+
+def test_negative_dram_latency_is_named(write_yaml):
+    raw = _h200_raw()
+    raw["dram_latency_ns"]["value"] = -1
+    with pytest.raises(SpecError, match=r"spec\.yaml: dram_latency_ns: value must not be negative"):
+        _load(raw, write_yaml)
+
+
+@pytest.mark.parametrize("bad", [0, float("inf"), float("nan")])
+def test_zero_or_infinite_cycle_model_constant_is_named(write_yaml, bad):
+    raw = _h200_raw()
+    raw["dram_latency_ns"]["value"] = bad
+    with pytest.raises(SpecError, match=r"spec\.yaml: dram_latency_s: must be positive and finite"):
+        _load(raw, write_yaml)

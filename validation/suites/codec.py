@@ -94,11 +94,12 @@ def compare(row: dict[str, str], gpu_name: str) -> Comparison:
     the warp instructions and registers of its compiled code (validation/sass_counts.py): the codecs issue far
     more instructions per value (bit packing, rounding, IEEE division) than their FLOP count."""
     from validation.comparison import Compiled
-    from validation.sass_counts import compiled
+    from validation.sass_counts import compiled, per_thread
     from workloads.kernels import Dequantize, Quantize
 
     kind = Quantize if row["kernel"] == QUANTIZE else Dequantize
     kernel = kind(values=int(row["values"]), codec=row["codec"], threads=int(row["num_warps"]) * 32)
     instructions, registers = compiled(gpu_name, row["kernel"], row["codec"])
+    counts = per_thread(gpu_name, row["kernel"], row["codec"])
     label = f"{kind.kind} {row['codec']} {2 * int(row['values']) // MIB} MiB"
-    return compare_row(row, Compiled(kernel, (instructions,), (registers,)), gpu_name, label, f"codec {kind.kind}")
+    return compare_row(row, Compiled(kernel, (instructions,), (registers,), (counts,)), gpu_name, label, f"codec {kind.kind}")

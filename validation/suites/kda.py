@@ -153,7 +153,7 @@ def compare(row: dict[str, str], gpu_name: str):
     forward substitution loops CHUNK - 1 times, the scan once per chunk, the recurrence once per token."""
     from validation.comparison import Compiled
     from validation.comparison import compare as compare_row
-    from validation.sass_counts import compiled
+    from validation.sass_counts import compiled, per_thread
     from workloads.kda_kernels import KdaDecode, KdaPrefill, KdaVerify
 
     kernel = row["kernel"]
@@ -162,12 +162,11 @@ def compare(row: dict[str, str], gpu_name: str):
     if kernel == PREFILL:
         model = KdaPrefill(seqs=seqs, tokens=tokens, heads=heads, key_dim=kd, value_dim=vd, chunk=CHUNK,
                            grouped_scan=False, block_v=bv, threads=threads, stores_qg=True)
-        counts = (compiled(gpu_name, "kda_intra", f"chunk={CHUNK}", CHUNK - 1),
-                  compiled(gpu_name, "kda_scan", f"chunk={CHUNK} bv={bv}", model.chunks))
+        configs = (("kda_intra", f"chunk={CHUNK}", CHUNK - 1), ("kda_scan", f"chunk={CHUNK} bv={bv}", model.chunks))
         label = f"{kernel} seqs={seqs} tokens={tokens}"
     elif kernel == DECODE:
         model = KdaDecode(seqs=seqs, heads=heads, key_dim=kd, value_dim=vd, fused=True, block_v=bv, threads=threads)
-        counts = (compiled(gpu_name, "kda_recurrent", f"bv={bv} store=False", 1),)
+        configs = (("kda_recurrent", f"bv={bv} store=False", 1),)
         label = f"{kernel} seqs={seqs} bv={bv}"
     elif kernel == VERIFY:
         if kd != vd:
@@ -175,9 +174,11 @@ def compare(row: dict[str, str], gpu_name: str):
         store = _flag(row["store_states"])
         model = KdaVerify(seqs=seqs, positions=tokens, heads=heads, head_dim=kd, tile_cols=bv,
                           store_states=store, threads=threads)
-        counts = (compiled(gpu_name, "kda_recurrent", f"bv={bv} store={store}", tokens),)
+        configs = (("kda_recurrent", f"bv={bv} store={store}", tokens),)
         label = f"{kernel} seqs={seqs} positions={tokens} bv={bv} store={store}"
     else:
         raise ValueError(f"unknown kda kernel {kernel!r}")
-    counted = Compiled(model, tuple(i for i, _ in counts), tuple(r for _, r in counts))
+    counts = [compiled(gpu_name, name, config, trips) for name, config, trips in configs]
+    counted = Compiled(model, tuple(i for i, _ in counts), tuple(r for _, r in counts),
+                       tuple(per_thread(gpu_name, name, config) for name, config, _ in configs))
     return compare_row(row, counted, gpu_name, label, GROUPS[kernel])

@@ -1,0 +1,133 @@
+"""Program: what one workgroup of a kernel executes, beside the counted `Work` of the whole launch.
+
+A roofline sees a launch as FLOP and bytes. A real workgroup runs a loop, and each trip of the loop
+waits on things a roofline cannot see: the HBM load it needs (unless it was issued trips ahead), a
+chain of dependent instructions (a matrix-instruction accumulator chain, a cross-warp reduction, a
+serial substitution), and the issue slots its warps share with other resident workgroups. A `Program`
+states those per trip, and `hwmodels.cycle_time` turns them into seconds with the GPU's latencies.
+
+`Chain` counts dependent steps of each kind that one warp waits on in sequence: the latency of each
+kind is a GPU constant (`hwmodels/specs/gpus/*.yaml`, measured by the probes on the H200, taken from
+sources elsewhere). Counts come from the algorithm and the kernel's code (how many k-steps feed one
+accumulator, how many reduction levels a row max crosses), never from a measured time.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, fields
+
+from hwmodels.spec import GPU
+
+
+@dataclass(frozen=True)
+class Chain:
+    """Dependent steps one warp waits on in sequence, by kind (counts; may be fractional averages).
+
+    alu: dependent fp32 FMAs; int: dependent int32 multiply-adds; sfu: transcendental ops (exp2, rsqrt);
+    mma: matrix instructions that feed one accumulator in turn; lds: shared-memory/LDS round trips
+    (store then load, or load-to-use); shuffle: cross-lane exchange steps; barrier: workgroup barriers;
+    l2 and dram: memory round trips whose result the next step needs (an L2 hit, an HBM access).
+    """
+
+    alu: float = 0.0
+    int: float = 0.0
+    sfu: float = 0.0
+    mma: float = 0.0
+    lds: float = 0.0
+    shuffle: float = 0.0
+    barrier: float = 0.0
+    l2: float = 0.0
+    dram: float = 0.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if not value >= 0:  # also rejects NaN
+                raise ValueError(f"chain step count {f.name} must be a non-negative number, got {value!r}")
+
+    def __add__(self, other: Chain) -> Chain:
+        if not isinstance(other, Chain):
+            return NotImplemented
+        return Chain(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+
+    def __mul__(self, times: float) -> Chain:
+        return Chain(**{f.name: getattr(self, f.name) * times for f in fields(self)})
+
+    __rmul__ = __mul__
+
+    def seconds(self, gpu: GPU) -> float:
+        """Time one warp spends waiting through the chain, at the GPU's boost clock."""
+        cycles = (self.alu * gpu.alu_latency_cycles + self.int * gpu.int_latency_cycles
+                  + self.sfu * gpu.sfu_latency_cycles + self.mma * gpu.mma_latency_cycles
+                  + self.lds * gpu.lds_latency_cycles + self.shuffle * gpu.shuffle_latency_cycles
+                  + self.barrier * gpu.barrier_latency_cycles)
+        return cycles / gpu.boost_clock_hz + self.l2 * gpu.l2_latency_s + self.dram * gpu.dram_latency_s
+
+
+NO_CHAIN = Chain()
+
+
+def reduction_chain(lanes: int, warps: int, wave_size: int) -> Chain:
+    """A sum or max over `lanes` values spread over `warps` warps: a shuffle tree inside each warp, then,
+    across warps, a store to LDS, a barrier and a load, and the second level's shuffle tree.
+
+    This is how Triton's `tl.sum`/`tl.max`, CUB's BlockReduce and hipCUB reduce a block; a warp's own tree
+    has log2(min(lanes per warp, wave size)) steps.
+    """
+    per_warp = max(1, -(-lanes // max(1, warps)))
+    steps = max(0, (min(per_warp, wave_size) - 1).bit_length())
+    if warps <= 1:
+        return Chain(shuffle=steps)
+    return Chain(shuffle=steps + max(0, (warps - 1).bit_length()), lds=1, barrier=1)
+
+
+@dataclass(frozen=True)
+class Program:
+    """One workgroup: a setup (prologue and epilogue together), then `trips` of a loop.
+
+    Per trip: `trip_load_bytes` of HBM loads, `trip_instructions` warp instructions issued by each warp,
+    and `trip_chain`, the dependent steps one warp waits on besides the load. `prefetch` is how many trips
+    ahead the loads are issued (a software pipeline of prefetch + 1 stages; 0: each trip waits for its own
+    load, then computes). Setup: `setup_chain` (its dependent steps, including any HBM round trip it waits
+    on: a row kernel's one load, a recurrence's state), and `setup_instructions` per warp.
+    """
+
+    trips: float = 0.0
+    trip_load_bytes: float = 0.0
+    trip_instructions: float = 0.0
+    trip_chain: Chain = NO_CHAIN
+    prefetch: int = 0
+    setup_chain: Chain = NO_CHAIN
+    setup_instructions: float = 0.0
+    # True: the trips' loads hit L2 (tiles that many workgroups share, as a GEMM's A and B tiles or the K and
+    # V tiles of a GQA group); their latency and bandwidth are L2's, and HBM sees only the launch's bytes.
+    l2_hits: bool = False
+
+    def __post_init__(self) -> None:
+        for name in ("trips", "trip_load_bytes", "trip_instructions", "setup_instructions"):
+            value = getattr(self, name)
+            if not value >= 0:
+                raise ValueError(f"{name} must be a non-negative number, got {value!r}")
+        if self.prefetch < 0:
+            raise ValueError(f"prefetch must not be negative, got {self.prefetch}")
+
+
+def streaming_program(load_bytes: float, bytes_per_trip: float, *, instructions_per_trip: float = 0.0,
+                      trip_chain: Chain = NO_CHAIN, setup_chain: Chain = NO_CHAIN, prefetch: int = 0) -> Program:
+    """A workgroup that streams `load_bytes` from HBM in trips of at most `bytes_per_trip` each."""
+    trips = -(-load_bytes // bytes_per_trip) if bytes_per_trip > 0 and load_bytes > 0 else 0
+    per_trip = load_bytes / trips if trips else 0.0
+    return Program(trips=trips, trip_load_bytes=per_trip, trip_instructions=instructions_per_trip,
+                   trip_chain=trip_chain, prefetch=prefetch, setup_chain=setup_chain)
+
+
+# Depth of one matrix instruction in the reduction dimension: Hopper's mma.sync m16n8k16 (bf16/fp16) and
+# m16n8k32 (fp8) (PTX ISA, warp-level matrix instructions), CDNA's v_mfma_f32_16x16x16 (bf16, CDNA3 ISA).
+# Assumption for the fp8/fp4 formats of other GPUs: 32 values per step, as the fp8 mma.
+MMA_DEPTH_BF16 = 16
+MMA_DEPTH_NARROW = 32
+
+
+def mma_steps(depth: int, narrow: bool = False) -> float:
+    """Matrix instructions that feed one accumulator in turn over a reduction `depth` deep."""
+    return -(-depth // (MMA_DEPTH_NARROW if narrow else MMA_DEPTH_BF16))

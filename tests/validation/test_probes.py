@@ -1,0 +1,137 @@
+"""The probe derivations recover known constants from synthetic CSVs, and reject malformed ones by name."""
+
+from __future__ import annotations
+
+import csv
+import math
+
+import numpy as np
+import pytest
+
+from validation import probes
+
+SM = 132
+MIB = 1 << 20
+
+
+def _write(path, probe: str, rows: list[dict]) -> None:
+    header = probes.COLUMNS[probe]
+    with (path / probes.csv_name(probe)).open("w", newline="") as f:
+        w = csv.DictWriter(f, fieldnames=header)
+        w.writeheader()
+        for row in rows:
+            w.writerow({**{"sm_count": SM, "gpu_name": "NVIDIA H200", "repeats": 20}, **row})
+
+
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng()
+
+
+def _mlp_rows(rng, latency: float, cap: float, noise: float) -> list[dict]:
+    rows = []
+    for grid_mult in (1, 2, 4):
+        for block in (256, 1024, 4096, 16384):
+            x = grid_mult * block * 4
+            bw = min(x / latency, cap) * math.exp(rng.normal(0, noise))
+            rows.append({"grid": SM * grid_mult, "block_elems": block, "num_warps": 8, "active_sms": SM,
+                         "bytes_in_flight_per_sm": x, "bytes_per_s_per_sm": bw, "bytes_per_s": bw * SM})
+    for grid in (1, 4, 16, 33, 66):
+        x = 4096 * 4
+        bw = min(x / latency, cap) * math.exp(rng.normal(0, noise))
+        rows.append({"grid": grid, "block_elems": 4096, "num_warps": 4, "active_sms": grid,
+                     "bytes_in_flight_per_sm": x, "bytes_per_s_per_sm": bw, "bytes_per_s": bw * grid})
+    return rows
+
+
+@pytest.mark.parametrize("noise", [0.0, 0.02])
+def test_mlp_fit_recovers_latency_and_cap(tmp_path, rng, noise):
+    latency, cap = 900e-9, 33e9  # a ~30 KB knee, inside the sampled range
+    _write(tmp_path, "mlp", _mlp_rows(rng, latency, cap, noise))
+    c = probes.probe_constants(tmp_path)
+    assert c.loaded_latency_s == pytest.approx(latency, rel=0.04)
+    assert c.cu_bandwidth_bytes_per_s == pytest.approx(cap, rel=0.04)
+    assert c.mlp_smoothness >= 4  # a hard min is a sharp knee
+    best_full = max(r["bytes_per_s"] for r in _mlp_rows(np.random.default_rng(0), latency, cap, 0) if
+                    r["active_sms"] == SM)
+    assert c.hbm_read_bandwidth_bytes_per_s == pytest.approx(best_full, rel=0.1)
+    assert "probe_mlp.csv" in c.sources["loaded_latency_s"]
+
+
+def test_mlp_fit_recovers_a_smooth_knee(rng):
+    latency, cap, n = 700e-9, 40e9, 2.0
+    x = np.geomspace(1e3, 1e6, 25)
+    y = probes.mlp_curve(x, latency, cap, n) * np.exp(rng.normal(0, 0.01, x.size))
+    got_latency, got_cap, got_n = probes.fit_mlp(x, y)
+    assert got_latency == pytest.approx(latency, rel=0.03)
+    assert got_cap == pytest.approx(cap, rel=0.03)
+    assert got_n == pytest.approx(n, rel=0.15)
+
+
+def test_latency_and_l2_constants(tmp_path, rng):
+    lat = {16 << 10: 300, 256 << 10: 300, 4 * MIB: 310, 16 * MIB: 330, 32 * MIB: 360, 256 * MIB: 800,
+           2048 * MIB: 950}
+    _write(tmp_path, "latency", [{"footprint_bytes": f, "steps": 4096, "ns_per_load": ns} for f, ns in lat.items()])
+    l2_bw, hbm_bw, knee = 9e12, 4e12, 40 * MIB
+    rows = []
+    for f_mib in (1, 4, 8, 16, 24, 32, 40, 48, 56, 64, 96, 128, 512):
+        f = f_mib * MIB
+        # a smooth drop centred on the knee in log footprint, with 1 % noise
+        w = 1 / (1 + (f / knee) ** 8)
+        rows.append({"footprint_bytes": f, "bytes_per_s": (hbm_bw + (l2_bw - hbm_bw) * w) * rng.normal(1, 0.01)})
+    _write(tmp_path, "l2", rows)
+    c = probes.probe_constants(tmp_path)
+    assert c.dram_latency_s == pytest.approx(950e-9)
+    assert c.l2_latency_s == pytest.approx(320e-9)
+    assert c.l2_bandwidth_bytes_per_s == pytest.approx(l2_bw, rel=0.03)
+    assert c.l2_reuse_footprint_bytes == pytest.approx(knee, rel=0.05)
+    assert "footprint_bytes=2147483648" in c.sources["dram_latency_s"]
+
+
+def test_table_constants_and_missing_probes(tmp_path):
+    _write(tmp_path, "floor", [
+        {"variant": "empty", "launch_mode": "graph", "time_s_median": 1.5e-6},
+        {"variant": "empty", "launch_mode": "eager", "time_s_median": 4e-6},
+        {"variant": "load_store_1", "launch_mode": "graph", "time_s_median": 3e-6},
+    ])
+    issue = []
+    for op, lanes, lat in (("fp32_fma", 126, 4.1), ("int32_mad", 63, 4.5), ("bit", 60, 2.2), ("exp2", 15.8, 18)):
+        issue.append({"op": op, "mode": "throughput", "ops_per_clock_per_sm": lanes})
+        issue.append({"op": op, "mode": "dependent", "cycles_per_op": lat})
+    _write(tmp_path, "issue", issue)
+    _write(tmp_path, "mma", [{"m": 16, "n": 16, "k": 16, "num_warps": 1, "cycles_per_dot": 33},
+                             {"m": 64, "n": 64, "k": 16, "num_warps": 4, "cycles_per_dot": 20}])
+    _write(tmp_path, "smem", [{"what": "reduce_round_trip", "num_warps": 4, "cycles_per_round": 120},
+                              {"what": "reduce_round_trip", "num_warps": 8, "cycles_per_round": 150},
+                              {"what": "layout_conversion", "num_warps": 8, "bytes_per_clock_per_sm": 90}])
+    c = probes.probe_constants(tmp_path)
+    assert (c.launch_graph_node_s, c.kernel_floor_s) == (1.5e-6, 3e-6)
+    assert (c.fp32_lanes_per_cu, c.int32_lanes_per_cu, c.bit_lanes_per_cu, c.sfu_lanes_per_cu) == (126, 63, 60, 15.8)
+    assert (c.alu_latency_cycles, c.int_latency_cycles, c.sfu_latency_cycles) == (4.1, 4.5, 18)
+    assert (c.mma_latency_cycles, c.barrier_latency_cycles, c.lds_bytes_per_clock_per_cu) == (33, 120, 90)
+    # No latency, mlp or l2 CSV here: those constants are None and say why.
+    assert c.dram_latency_s is None and "probe_latency.csv not found" in c.sources["dram_latency_s"]
+    rows = probes.summary(tmp_path)
+    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 20
+    assert all(r[2] for r in rows)  # every constant has a note, set or not
+    assert "kernel_floor_s" in probes.format_summary(rows)
+
+
+def test_missing_column_names_file_and_column(tmp_path):
+    (tmp_path / "probe_mlp.csv").write_text("grid,bytes_per_s\n132,1e12\n")
+    with pytest.raises(ValueError, match=r"probe_mlp\.csv.*'bytes_in_flight_per_sm'"):
+        probes.probe_constants(tmp_path)
+
+
+def test_non_numeric_cell_names_file_line_and_column(tmp_path):
+    _write(tmp_path, "latency", [{"footprint_bytes": 4 * MIB, "ns_per_load": 300},
+                                 {"footprint_bytes": 8 * MIB, "ns_per_load": "fast"}])
+    with pytest.raises(ValueError, match=r"probe_latency\.csv line 3: column 'ns_per_load'"):
+        probes.probe_constants(tmp_path)
+
+
+def test_columns_end_with_timing_then_provenance():
+    for probe, cols in probes.COLUMNS.items():
+        assert cols[-len(probes.PROVENANCE_COLUMNS):] == probes.PROVENANCE_COLUMNS, probe
+        assert set(probes.TIMING_COLUMNS) <= set(cols)
+        assert len(set(cols)) == len(cols)

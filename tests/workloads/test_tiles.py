@@ -1,0 +1,134 @@
+"""Tile configurations per GPU family: library starting points, halving to fit, pinned fields, and the CLI."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from hwmodels.dtypes import Dtype
+from hwmodels.spec import load_gpu, spec_names
+from infersim.cli import main
+from workloads.kernels import AttentionPrefill, Gemm, MlaDecode, MoeGemm
+from workloads.tiles import (
+    ArchFamily,
+    arch_family,
+    attention_tiles,
+    gemm_tiles,
+    mla_decode_tiles,
+    moe_gemm_tiles,
+    with_tiles,
+)
+
+GPUS = spec_names("gpus")
+
+
+def _lds(kernel) -> int:
+    return max(w.lds_bytes_per_workgroup for w in kernel.launches())
+
+
+def test_families_of_the_catalog_gpus():
+    assert {g: arch_family(load_gpu(g)) for g in GPUS} == {
+        "b200": ArchFamily.BLACKWELL, "b300": ArchFamily.BLACKWELL, "h100": ArchFamily.HOPPER,
+        "h200": ArchFamily.HOPPER, "mi300x": ArchFamily.CDNA3, "mi355x": ArchFamily.CDNA4}
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+@pytest.mark.parametrize("head_dim", [64, 128, 192, 256, 512])
+@pytest.mark.parametrize("dtype", [Dtype.BF16, Dtype.FP8])
+def test_attention_tiles_fit_as_the_kernel_counts_them(gpu, head_dim, dtype):
+    spec = load_gpu(gpu)
+    config = attention_tiles(spec, head_dim=head_dim, dtype=dtype)
+    kernel = AttentionPrefill(seqs=2, q_len=300, heads=8, kv_heads=1, head_dim=head_dim, dtype=dtype, **config.fields)
+    assert _lds(kernel) == config.lds_bytes <= spec.lds_max_per_workgroup_bytes
+    assert kernel.threads <= spec.max_threads_per_workgroup
+    assert config.why
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+@pytest.mark.parametrize("kv_dtype", [Dtype.FP8, Dtype.BF16])
+def test_mla_decode_tiles_fit(gpu, kv_dtype):
+    spec = load_gpu(gpu)
+    config = mla_decode_tiles(spec, kv_dtype=kv_dtype)
+    kernel = MlaDecode(seqs=4, context=4096, heads=16, kv_dtype=kv_dtype, num_splits=4, **config.fields)
+    assert _lds(kernel) <= spec.lds_max_per_workgroup_bytes
+
+
+@pytest.mark.parametrize("gpu", GPUS)
+@pytest.mark.parametrize("dtype", [Dtype.BF16, Dtype.FP8, Dtype.MXFP4, Dtype.MXFP6, Dtype.FP32])
+def test_gemm_and_moe_tiles_fit(gpu, dtype):
+    spec = load_gpu(gpu)
+    gemm = Gemm(m=4096, n=4096, k=4096, dtype=dtype, **gemm_tiles(spec, dtype=dtype).fields)
+    assert _lds(gemm) <= spec.lds_max_per_workgroup_bytes
+    for tokens in (1, 20, 40, 500):
+        config = moe_gemm_tiles(spec, tokens_per_expert=tokens, dtype=dtype)
+        moe = MoeGemm(experts=8, tokens_per_expert=tokens, n=1024, k=2048, dtype=dtype, **config.fields)
+        assert _lds(moe) <= spec.lds_max_per_workgroup_bytes
+        assert config.fields["tile_m"] == (16 if tokens <= 16 else 32 if tokens <= 32 else 64)
+
+
+def test_library_defaults_where_they_fit_and_halving_where_they_do_not():
+    mi300x, mi355x, h200 = load_gpu("mi300x"), load_gpu("mi355x"), load_gpu("h200")
+    # ck_tile FMHA 128x128 at hdim 128 needs 96 KiB: MI355X holds it, MI300X halves block_n to 64
+    assert attention_tiles(mi355x, head_dim=128).why.startswith("library default")
+    assert attention_tiles(mi300x, head_dim=128).fields == {"block_m": 128, "block_n": 64, "threads": 256}
+    assert "fits 64 KiB LDS after halving block_n 128\u219264" in attention_tiles(mi300x, head_dim=128).why
+    # FlashAttention-3 on Hopper: 128x128 at hdim 128
+    assert attention_tiles(h200, head_dim=128).fields["block_m"] == 128
+    assert attention_tiles(h200, head_dim=128).fields["block_n"] == 128
+    # FlashMLA: 64-row blocks on Hopper; aiter's 16 heads per workgroup on CDNA
+    assert mla_decode_tiles(h200).fields["heads_per_workgroup"] == 64
+    assert mla_decode_tiles(mi355x).fields["heads_per_workgroup"] == 16
+    # the 256x256 ck_tile GEMM keeps 2 stages in 160 KiB, 1 in 64 KiB
+    assert gemm_tiles(mi355x).fields["stages"] == 2
+    assert gemm_tiles(mi300x).fields["stages"] == 1
+    assert "stages 2\u21921" in gemm_tiles(mi300x).why
+
+
+def test_deepseek_v4_flash_attention_fits_mi355x():
+    """The 512-wide head that broke the fixed 128x64 tile: (128 + 2*64) * 512 * 2 B = 256 KiB > 160 KiB."""
+    spec = load_gpu("mi355x")
+    config = attention_tiles(spec, head_dim=512)
+    assert config.lds_bytes <= spec.lds_max_per_workgroup_bytes == 160 * 1024
+    assert "halving" in config.why
+
+
+def test_pinned_fields_are_held_and_an_impossible_pin_names_kernel_gpu_and_limit():
+    spec = load_gpu("mi300x")
+    config = attention_tiles(spec, head_dim=512, pinned={"block_m": 32})
+    assert config.fields["block_m"] == 32 and "block_m set by the caller" in config.why
+    with pytest.raises(ValueError, match=r"attention-prefill does not fit on mi300x.*64 KiB"):
+        attention_tiles(spec, head_dim=512, pinned={"block_m": 128, "block_n": 64})
+    with pytest.raises(ValueError, match=r"attention-prefill does not fit on mi300x.*LDS"):
+        attention_tiles(spec, head_dim=8192)
+
+
+def test_with_tiles_keeps_the_callers_fields():
+    spec = load_gpu("mi355x")
+    kernel = Gemm(m=64, n=4096, k=4096, tile_m=32)
+    chosen, config = with_tiles(kernel, spec, pinned={"tile_m"})
+    assert chosen.tile_m == 32 and chosen.tile_n == config.fields["tile_n"]
+
+
+def test_kernel_command_reports_tiles_and_honours_params(capsys):
+    argv = ["kernel", "--hw", "mi355x", "attention-prefill", "--param", "seqs=1", "--param", "q_len=4096",
+            "--param", "heads=32", "--param", "kv_heads=1", "--param", "head_dim=512", "--json"]
+    assert main(argv) == 0
+    result = json.loads(capsys.readouterr().out)
+    tiles = result["tiles"]
+    assert tiles["lds_bytes"] <= tiles["lds_limit_bytes"] == 163840 and "why" in tiles
+    assert result["params"]["block_n"] == tiles["block_n"]
+    assert main([*argv, "--param", "block_n=16"]) == 0
+    assert json.loads(capsys.readouterr().out)["tiles"]["block_n"] == 16
+    assert main(["kernel", "--hw", "mi355x", "copy", "--param", "size_bytes=1MiB", "--json"]) == 0
+    assert "tiles" not in json.loads(capsys.readouterr().out)
+
+
+def test_step_command_reports_tiles_per_kernel(capsys):
+    assert main(["step", "--model", "deepseek-v4-flash", "--hw", "mi355x", "--tp", "2", "--decode", "8x4096",
+                 "--prefill", "1x2048", "--json"]) == 0
+    result = json.loads(capsys.readouterr().out)
+    tiles = result["tiles"]
+    assert {"gqa.prefill_attention", "gqa.decode_attention", "gqa.o_proj", "moe.routed_up"} <= set(tiles)
+    assert all(t["lds_bytes"] <= t["lds_limit_bytes"] for t in tiles.values())
+    assert result["step_time_s"] > 0

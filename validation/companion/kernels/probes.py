@@ -1,0 +1,285 @@
+"""Probe kernels: the microbenchmarks that measure the hardware constants of the cycle-level cost model.
+
+Each kernel isolates one mechanism the model charges for: a dependent memory round trip (pointer chase),
+bytes in flight against bandwidth (read-only streaming), L2 reuse (repeated passes over a footprint),
+the floor of a tiny kernel, the issue rate and dependent latency of one kind of instruction, the latency
+of a dependent chain of matrix instructions, and the cost of data that crosses warps through shared
+memory (a cross-warp reduction, a layout conversion).
+
+Cycles are read inside a kernel with `%clock64` (the SM's own cycle counter) when `USE_CLOCK` is set; the
+Triton interpreter cannot run inline PTX, so on the CPU the kernels run with `USE_CLOCK=False` and write
+0 cycles. Every kernel loads its operands from memory and stores its result, so the compiler can neither
+fold the work at compile time nor drop it as dead.
+
+The launch helpers and references at the bottom are what the tests compare, and what the bench launches.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+import triton
+import triton.language as tl
+
+# Operation kinds of the issue probe (constexpr OP) and the SASS instructions one step of each issues
+# per element (sm_90, checked on the compiled kernels): FFMA; IMAD; two SHF.R + one LOP3 (the two xors fuse
+# into one three-input LOP3); MUFU.EX2 (the negation is an operand modifier).
+ISSUE_OPS = {"fp32_fma": 0, "int32_mad": 1, "bit": 2, "exp2": 3}
+INSTRUCTIONS_PER_STEP = {"fp32_fma": 1, "int32_mad": 1, "bit": 3, "exp2": 1}
+ISSUE_UNROLL = 16  # steps per loop trip, so the loop's own counter, compare and branch cost < 2 % of issue slots
+CACHE_LINE_BYTES = 128
+
+
+@triton.jit
+def read_clock(USE_CLOCK: tl.constexpr):
+    """The SM cycle counter (`%clock64`) when USE_CLOCK, else 0 (the interpreter cannot run inline PTX)."""
+    if USE_CLOCK:
+        t = tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+    else:
+        t = tl.full([], 0, tl.int64)
+    return t
+
+
+@triton.jit
+def record_clock(clk_ptr, t0, t1, USE_CLOCK: tl.constexpr):
+    """clk[p] = (start cycle, end cycle, SM id) of program p: per-SM spans, since each SM has its own counter."""
+    pid = tl.program_id(0)
+    if USE_CLOCK:
+        sm = tl.inline_asm_elementwise("mov.u32 $0, %smid;", "=r", [], dtype=tl.int32, is_pure=True, pack=1)
+    else:
+        sm = tl.full([], 0, tl.int32)
+    tl.store(clk_ptr + 3 * pid, t0)
+    tl.store(clk_ptr + 3 * pid + 1, t1)
+    tl.store(clk_ptr + 3 * pid + 2, sm.to(tl.int64))
+
+
+# --- pointer chase -------------------------------------------------------------------------------------
+
+
+@triton.jit
+def chase_kernel(table_ptr, state_ptr, clk_ptr, steps, USE_CLOCK: tl.constexpr):
+    """`steps` dependent loads i = table[i], from and back to state[0]; clk = `record_clock` of the chase.
+
+    `.cg` caches the loads in L2 only, so a footprint that fits in L1 still measures L2. The next load's
+    address is the previous load's value, so no two loads overlap: each step is one full round trip (plus
+    the few integer instructions that form the address).
+    """
+    i = tl.load(state_ptr)
+    t0 = read_clock(USE_CLOCK)
+    for _ in range(steps):
+        i = tl.load(table_ptr + i, cache_modifier=".cg")
+    t1 = read_clock(USE_CLOCK)
+    tl.store(state_ptr, i)
+    record_clock(clk_ptr, t0, t1, USE_CLOCK)
+
+
+def chase_table(lines: int, generator: torch.Generator, device: str = "cpu") -> torch.Tensor:
+    """int32 table of lines x 32 entries (one 128 B line per step); line heads form one random cycle.
+
+    Entry 32 * p[j] holds 32 * p[j + 1] for a random permutation p, so the chase visits every line once per
+    cycle in random order; the other entries are never read (left as zeros).
+    """
+    stride = CACHE_LINE_BYTES // 4
+    if lines * stride >= 2**31:
+        raise ValueError(f"{lines} lines of {CACHE_LINE_BYTES} B do not fit int32 indexing")
+    perm = torch.randperm(lines, generator=generator).to(device)
+    table = torch.zeros(lines * stride, dtype=torch.int32, device=device)
+    table[perm * stride] = (perm.roll(-1) * stride).to(torch.int32)
+    return table
+
+
+def chase_ref(table: np.ndarray, start: int, steps: int) -> int:
+    """Where the chase ends after `steps` loads from `start`."""
+    i = start
+    for _ in range(steps):
+        i = int(table[i])
+    return i
+
+
+# --- streaming read: bytes in flight against bandwidth, and L2 reuse ----------------------------------
+
+
+@triton.jit(do_not_specialize=["base_block"])
+def read_sum_kernel(src_ptr, out_ptr, base_block, n_blocks, total_blocks, BLOCK: tl.constexpr,
+                    CACHE_GLOBAL: tl.constexpr):
+    """Program p sums blocks base + p, base + p + G, ... (mod total_blocks) below base + n_blocks; out[p] = sum.
+
+    One iteration issues all BLOCK loads of a block before it adds any (num_stages=1: no prefetch of the
+    next block), so a program has BLOCK * 4 bytes in flight, and G programs G times that. CACHE_GLOBAL
+    bypasses L1 (`.cg`), so repeated blocks are served by L2, not L1.
+    """
+    pid = tl.program_id(0)
+    g = tl.num_programs(0)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for j in range(pid, n_blocks, g):
+        block = (base_block + j) % total_blocks
+        offs = block * BLOCK + tl.arange(0, BLOCK)
+        if CACHE_GLOBAL:
+            acc += tl.load(src_ptr + offs, cache_modifier=".cg")
+        else:
+            acc += tl.load(src_ptr + offs)
+    tl.store(out_ptr + pid, tl.sum(acc, axis=0))
+
+
+def read_sum_ref(src: np.ndarray, programs: int, base_block: int, n_blocks: int, block: int) -> np.ndarray:
+    """float64 sums per program of the blocks `read_sum_kernel` assigns it."""
+    total_blocks = src.size // block
+    blocks = src.reshape(total_blocks, block).astype(np.float64)
+    out = np.zeros(programs)
+    for j in range(n_blocks):
+        out[j % programs] += blocks[(base_block + j) % total_blocks].sum()
+    return out
+
+
+# --- tiny kernels for the launch floor -----------------------------------------------------------------
+
+
+@triton.jit
+def empty_kernel(x_ptr):
+    """Does nothing: one node costs the launch (or graph node) alone."""
+    pass
+
+
+@triton.jit
+def copy_tile_kernel(src_ptr, dst_ptr, BLOCK: tl.constexpr):
+    """Program p copies BLOCK elements at p * BLOCK: BLOCK = 1 is one dependent load then its store."""
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs))
+
+
+# --- issue rate and dependent latency of one kind of instruction ---------------------------------------
+
+
+@triton.jit
+def _step(x, a, b, OP: tl.constexpr):
+    if OP == 0:  # fp32 fma
+        y = x * a + b
+    elif OP == 1:  # int32 multiply-add, wrapping
+        y = x * a + b
+    elif OP == 2:  # xor-shift: two shifts and one three-input xor (an invertible map: never collapses to 0)
+        y = (x ^ (x >> 7)) ^ (x >> 3)
+    else:  # exp2 of the negation: stays in (0, 1), converges to x = 2^-x
+        y = tl.exp2(-x)
+    return y
+
+
+@triton.jit
+def issue_kernel(x_ptr, coef_ptr, out_ptr, clk_ptr, trips, OP: tl.constexpr, CHAINS: tl.constexpr,
+                 THREADS: tl.constexpr, UNROLL: tl.constexpr, USE_CLOCK: tl.constexpr):
+    """Each thread runs CHAINS independent chains of trips * UNROLL dependent steps of one op kind.
+
+    The tile is [CHAINS, THREADS] with THREADS = 32 * num_warps, so each thread holds CHAINS values (one
+    per chain): with CHAINS = 1 every step waits for the previous one (latency), with CHAINS = 8 the
+    scheduler has 8 independent instructions per warp per step (issue rate). Inputs and coefficients are
+    loaded, the result stored, so nothing folds; clk = `record_clock` around the loop.
+    """
+    pid = tl.program_id(0)
+    offs = pid * CHAINS * THREADS + tl.arange(0, CHAINS)[:, None] * THREADS + tl.arange(0, THREADS)[None, :]
+    x = tl.load(x_ptr + offs)
+    a = tl.load(coef_ptr)
+    b = tl.load(coef_ptr + 1)
+    t0 = read_clock(USE_CLOCK)
+    for _ in range(trips):
+        for _u in tl.static_range(UNROLL):
+            x = _step(x, a, b, OP)
+    t1 = read_clock(USE_CLOCK)
+    tl.store(out_ptr + offs, x)
+    record_clock(clk_ptr, t0, t1, USE_CLOCK)
+
+
+def issue_ref(op: str, x: np.ndarray, a, b, steps: int) -> np.ndarray:
+    """The issue kernel's result after `steps` steps: float64 for the float ops, exact wrapping int32 else."""
+    if op in ("fp32_fma", "exp2"):
+        y = x.astype(np.float64)
+        for _ in range(steps):
+            y = y * float(a) + float(b) if op == "fp32_fma" else np.exp2(-y)
+        return y
+    y = x.astype(np.int64)
+    mask = (1 << 32) - 1
+
+    def wrap(v: np.ndarray) -> np.ndarray:
+        v = v & mask
+        return np.where(v >= 1 << 31, v - (1 << 32), v)
+
+    for _ in range(steps):
+        if op == "int32_mad":
+            y = wrap(y * int(a) + int(b))
+        else:  # arithmetic right shift of the signed value, as Triton does for int32
+            y = (y ^ (y >> 7)) ^ (y >> 3)
+    return y
+
+
+# --- dependent matrix instructions ---------------------------------------------------------------------
+
+
+@triton.jit
+def mma_chain_kernel(a_ptr, b_ptr, out_ptr, clk_ptr, dots, M: tl.constexpr, N: tl.constexpr, K: tl.constexpr,
+                     USE_CLOCK: tl.constexpr):
+    """acc = dot(a, b, acc) `dots` times on tiles held in registers; each dot needs the previous acc.
+
+    out = acc = dots * (a @ b) in fp32; clk = `record_clock` of the chain. Triton keeps the operands in shared
+    memory and re-reads them every iteration (ldmatrix for mma.sync; wgmma reads them from shared memory
+    itself); those reads do not depend on acc, so they overlap the chain, whose step is the dot's latency.
+    """
+    rm = tl.arange(0, M)
+    rn = tl.arange(0, N)
+    rk = tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    acc = tl.zeros([M, N], dtype=tl.float32)
+    t0 = read_clock(USE_CLOCK)
+    for _ in range(dots):
+        acc = tl.dot(a, b, acc)
+    t1 = read_clock(USE_CLOCK)
+    tl.store(out_ptr + rm[:, None] * N + rn[None, :], acc)
+    record_clock(clk_ptr, t0, t1, USE_CLOCK)
+
+
+# --- data across warps: reduction round trip and layout conversion -------------------------------------
+
+
+@triton.jit
+def reduce_chain_kernel(x_ptr, s_ptr, out_ptr, clk_ptr, rounds, BLOCK: tl.constexpr, USE_CLOCK: tl.constexpr):
+    """s = sum(x * s) `rounds` times over a BLOCK vector spread across every warp; out[0] = s.
+
+    Each round is a full cross-warp reduction whose result every thread needs before the next round:
+    in-warp shuffles, a shared-memory store, a barrier, a shared-memory load and the final combine.
+    """
+    x = tl.load(x_ptr + tl.arange(0, BLOCK))
+    s = tl.load(s_ptr)
+    t0 = read_clock(USE_CLOCK)
+    for _ in range(rounds):
+        s = tl.sum(x * s, axis=0)
+    t1 = read_clock(USE_CLOCK)
+    tl.store(out_ptr, s)
+    record_clock(clk_ptr, t0, t1, USE_CLOCK)
+
+
+@triton.jit
+def transpose_chain_kernel(x_ptr, c_ptr, out_ptr, clk_ptr, rounds, T: tl.constexpr, USE_CLOCK: tl.constexpr):
+    """t = trans(t) * c `rounds` times on a [T, T] fp32 tile per program; out = the program's final tile.
+
+    c is [T, T] in the tile's own layout, so trans(t) must be brought back to that layout every round:
+    a layout conversion that writes the whole tile to shared memory and reads it back in the other order
+    (T = 128, 8 warps, sm_90: 64 STS.32 and 64 LDS.32 per thread and two barriers per round, 64 KiB of
+    shared memory and ~180 registers per thread, so one program is resident per SM at a time).
+    """
+    pid = tl.program_id(0)
+    r = tl.arange(0, T)
+    offs = r[:, None] * T + r[None, :]
+    t = tl.load(x_ptr + pid * T * T + offs)
+    c = tl.load(c_ptr + offs)
+    t0 = read_clock(USE_CLOCK)
+    for _ in range(rounds):
+        t = tl.trans(t) * c
+    t1 = read_clock(USE_CLOCK)
+    tl.store(out_ptr + pid * T * T + offs, t)
+    record_clock(clk_ptr, t0, t1, USE_CLOCK)
+
+
+def transpose_chain_ref(x: np.ndarray, c: np.ndarray, rounds: int) -> np.ndarray:
+    """float64 result of `transpose_chain_kernel` for one [T, T] tile."""
+    t = x.astype(np.float64)
+    for _ in range(rounds):
+        t = t.T * c
+    return t

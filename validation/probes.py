@@ -1,0 +1,373 @@
+"""Hardware constants of the cycle-level cost model, derived from the probe microbenchmarks' CSVs.
+
+The probes (`python -m validation.companion.bench probes`, one NVIDIA H200) write one CSV each; this module
+reads them (no torch, no triton) and derives one number per constant, with a note of the CSV and rows that
+set it. A constant whose probe is missing, or that a probe cannot give, is None, and its note says why.
+
+    from validation.probes import probe_constants, summary
+    c = probe_constants()                  # validation/data/h200/probe_*.csv
+    c.dram_latency_s, c.sources["dram_latency_s"]
+
+What each constant is, and its rows:
+
+- `dram_latency_s`, `l2_latency_s`: one dependent load (pointer chase, one warp, 128 B stride, L1 bypassed):
+  the largest footprint (beyond L2 and its TLB reach: HBM), and the median of the 4–16 MiB footprints (L2).
+- `loaded_latency_s`, `cu_bandwidth_bytes_per_s`, `mlp_smoothness`: fit of the streaming-read rows,
+  bandwidth per SM against bytes in flight per SM, bw(x) = (x / L) / (1 + (x / (L · cap))^n)^(1/n):
+  Little's law below the knee (latency L under load), a per-SM cap above it, n the knee's sharpness.
+- `hbm_read_bandwidth_bytes_per_s`: the highest read bandwidth of the rows that use every SM.
+- `l2_bandwidth_bytes_per_s`, `l2_reuse_footprint_bytes`: repeated reads of a footprint by every SM: the
+  median of the footprints up to 16 MiB, and the footprint where bandwidth has fallen halfway to the
+  HBM plateau (median of the footprints from 128 MiB), interpolated in log footprint.
+- `launch_graph_node_s`, `kernel_floor_s`: per node of a 100-node CUDA graph: an empty kernel, and a
+  kernel of one dependent load from HBM and one store.
+- `*_lanes_per_cu`: lane-operations per clock per SM (one SASS instruction on 32 lanes counts 32) of
+  FFMA, IMAD, shift/LOP3 and MUFU.EX2 with 8 independent chains per thread and every SM full.
+- `alu_latency_cycles`, `int_latency_cycles`, `sfu_latency_cycles`: one thread's dependent chain of FFMA,
+  IMAD, MUFU.EX2 (cycles per instruction on the chain).
+- `mma_latency_cycles`: cycles per dependent `tl.dot` of 16x16x16 bf16 with one warp (mma.sync m16n8k16).
+- `barrier_latency_cycles`: one round of a dependent cross-warp sum with 4 warps (shuffles, a shared store,
+  a barrier, a shared load; Triton emits a second barrier ahead of the next round's store).
+- `lds_bytes_per_clock_per_cu`: bytes stored plus loaded through shared memory per clock per SM by a
+  [128, 128] fp32 layout conversion (scalar 4 B accesses, as Triton emits them; below the hardware peak).
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from types import MappingProxyType
+
+import numpy as np
+
+DEFAULT_DIRECTORY = Path(__file__).resolve().parent / "data" / "h200"
+
+TIMING_COLUMNS = ("time_s_median", "time_s_p10", "time_s_p90", "repeats")
+PROVENANCE_COLUMNS = ("gpu_name", "sm_count", "driver", "torch", "triton", "cuda", "date", "sm_clock_mhz_before",
+                      "sm_clock_mhz_after")
+# probe -> (its own columns, before the timing columns; the derived per-row columns, after them)
+_OWN_COLUMNS = {
+    "latency": (("footprint_bytes", "steps"), ("ns_per_load", "cycles_per_load", "cycles_from")),
+    "mlp": (("grid", "block_elems", "num_warps", "active_sms", "bytes_per_sample", "bytes_in_flight_per_sm"),
+            ("bytes_per_s", "bytes_per_s_per_sm")),
+    "l2": (("footprint_bytes", "grid", "block_elems", "num_warps", "bytes_per_sample"), ("bytes_per_s",)),
+    "floor": (("variant", "launch_mode", "nodes", "programs", "bytes_moved", "l2_flushed"), ()),
+    "issue": (("op", "mode", "chains", "iterations", "warps", "programs", "instructions_per_step"),
+              ("cycles_per_step", "ops_per_clock_per_sm", "cycles_per_op")),
+    "mma": (("m", "n", "k", "num_warps", "dots"), ("cycles_per_dot",)),
+    "smem": (("what", "num_warps", "programs", "rounds", "bytes_per_round"),
+             ("cycles_per_round", "bytes_per_clock_per_sm", "bytes_per_s_per_sm")),
+}
+PROBES = tuple(_OWN_COLUMNS)
+COLUMNS = {name: (*own, *TIMING_COLUMNS, *derived, *PROVENANCE_COLUMNS)
+           for name, (own, derived) in _OWN_COLUMNS.items()}
+
+
+def csv_name(probe: str) -> str:
+    """File name of a probe's CSV."""
+    return f"probe_{probe}.csv"
+
+
+# Rows that set the constants.
+L2_LATENCY_FOOTPRINTS = (4 << 20, 16 << 20)  # bytes, inclusive: in L2 on one H200 (60 MiB), past L1 and its TLB
+L2_PLATEAU_MAX_FOOTPRINT = 16 << 20
+HBM_PLATEAU_MIN_FOOTPRINT = 128 << 20
+MLP_MIN_ROWS = 4
+SMOOTHNESS_BOUNDS = (0.3, 64.0)
+ISSUE_LANES = {"fp32_lanes_per_cu": "fp32_fma", "int32_lanes_per_cu": "int32_mad", "bit_lanes_per_cu": "bit",
+               "sfu_lanes_per_cu": "exp2"}
+ISSUE_LATENCY = {"alu_latency_cycles": "fp32_fma", "int_latency_cycles": "int32_mad",
+                 "sfu_latency_cycles": "exp2"}
+MMA_LATENCY_SHAPE = (16, 16, 16, 1)  # m, n, k, num_warps
+BARRIER_WARPS = 4
+
+
+@dataclass(frozen=True)
+class ProbeConstants:
+    """One value per hardware constant (None where no probe row gives it), and `sources[name]`: where from."""
+
+    dram_latency_s: float | None = None
+    l2_latency_s: float | None = None
+    l2_bandwidth_bytes_per_s: float | None = None
+    l2_reuse_footprint_bytes: float | None = None
+    cu_bandwidth_bytes_per_s: float | None = None
+    loaded_latency_s: float | None = None
+    mlp_smoothness: float | None = None
+    hbm_read_bandwidth_bytes_per_s: float | None = None
+    launch_graph_node_s: float | None = None
+    kernel_floor_s: float | None = None
+    fp32_lanes_per_cu: float | None = None
+    int32_lanes_per_cu: float | None = None
+    bit_lanes_per_cu: float | None = None
+    sfu_lanes_per_cu: float | None = None
+    alu_latency_cycles: float | None = None
+    sfu_latency_cycles: float | None = None
+    int_latency_cycles: float | None = None
+    mma_latency_cycles: float | None = None
+    barrier_latency_cycles: float | None = None
+    lds_bytes_per_clock_per_cu: float | None = None
+    sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
+
+    @classmethod
+    def names(cls) -> tuple[str, ...]:
+        """The constants' field names, in order (not `sources`)."""
+        return tuple(f.name for f in fields(cls) if f.name != "sources")
+
+
+@dataclass(frozen=True)
+class _Table:
+    """A probe CSV's rows, with numeric access that names the file, row and column of a bad cell."""
+
+    path: Path
+    rows: tuple[dict[str, str], ...]
+
+    def num(self, row: dict[str, str], column: str) -> float:
+        text = row.get(column, "")
+        try:
+            value = float(text)
+        except ValueError:
+            value = math.nan
+        if not math.isfinite(value):
+            line = self.rows.index(row) + 2  # 1-based, after the header
+            raise ValueError(f"{self.path.name} line {line}: column {column!r} is not a finite number: {text!r}")
+        return value
+
+    def select(self, **match: object) -> list[dict[str, str]]:
+        return [r for r in self.rows if all(r.get(k) == str(v) for k, v in match.items())]
+
+
+def _read(directory: Path, probe: str, required: Sequence[str]) -> _Table | None:
+    """The probe's CSV, or None if the file is absent; ValueError naming the file if a column is missing."""
+    path = Path(directory) / csv_name(probe)
+    if not path.is_file():
+        return None
+    with path.open(newline="", encoding="utf-8") as f:
+        reader = csv.DictReader(f)
+        header = reader.fieldnames or []
+        missing = [c for c in required if c not in header]
+        if missing:
+            raise ValueError(f"{path.name}: column {missing[0]!r} missing (header: {', '.join(header) or 'none'})")
+        return _Table(path, tuple(reader))
+
+
+def _median(values: Sequence[float]) -> float:
+    return float(np.median(np.asarray(values, dtype=float)))
+
+
+# --- fits ----------------------------------------------------------------------------------------------
+
+
+def mlp_curve(x: np.ndarray, latency_s: float, cap: float, n: float) -> np.ndarray:
+    """Bandwidth at x bytes in flight: x / L below the knee, `cap` above it, a knee of sharpness n."""
+    x = np.asarray(x, dtype=float)
+    little = x / latency_s
+    return little / (1.0 + (little / cap) ** n) ** (1.0 / n)
+
+
+def fit_mlp(x: Sequence[float], y: Sequence[float]) -> tuple[float, float, float]:
+    """(loaded latency s, cap bytes/s, smoothness n) of `mlp_curve` by least squares on log bandwidth."""
+    from scipy.optimize import least_squares
+
+    x = np.asarray(x, dtype=float)
+    y = np.asarray(y, dtype=float)
+    if x.size < MLP_MIN_ROWS or np.any(x <= 0) or np.any(y <= 0):
+        raise ValueError(f"need >= {MLP_MIN_ROWS} points with positive bytes in flight and bandwidth")
+    cap0 = float(y.max())
+    low = x <= np.quantile(x, 0.34)
+    latency0 = float(np.median(x[low] / y[low]))
+    lo_n, hi_n = SMOOTHNESS_BOUNDS
+
+    def residual(p: np.ndarray) -> np.ndarray:
+        return np.log(mlp_curve(x, math.exp(p[0]), math.exp(p[1]), math.exp(p[2]))) - np.log(y)
+
+    best = None
+    for n0 in (1.0, 4.0, 16.0):  # a few starts: the knee's sharpness is the poorly conditioned parameter
+        res = least_squares(residual, [math.log(latency0), math.log(cap0), math.log(n0)],
+                            bounds=([-np.inf, -np.inf, math.log(lo_n)], [np.inf, np.inf, math.log(hi_n)]))
+        if best is None or res.cost < best.cost:
+            best = res
+    latency, cap, n = (math.exp(v) for v in best.x)
+    return latency, cap, n
+
+
+def halfway_footprint(footprints: Sequence[float], bandwidths: Sequence[float], high: float,
+                      low: float) -> float | None:
+    """First footprint where bandwidth falls below (high + low) / 2, interpolated in log footprint."""
+    threshold = 0.5 * (high + low)
+    pts = sorted(zip(footprints, bandwidths, strict=True))
+    for (f1, b1), (f2, b2) in zip(pts, pts[1:], strict=False):
+        if b1 >= threshold > b2:
+            frac = (b1 - threshold) / (b1 - b2)
+            return math.exp(math.log(f1) + frac * (math.log(f2) - math.log(f1)))
+    return None
+
+
+# --- one derivation per probe: (values, sources) -------------------------------------------------------
+
+Derived = tuple[dict[str, float | None], dict[str, str]]
+
+
+def _latency(t: _Table) -> Derived:
+    name = t.path.name
+    rows = [(t.num(r, "footprint_bytes"), t.num(r, "ns_per_load"), r) for r in t.rows]
+    values: dict[str, float | None] = {}
+    notes: dict[str, str] = {}
+    if rows:
+        f, ns, _ = max(rows, key=lambda r: r[0])
+        values["dram_latency_s"] = ns * 1e-9
+        notes["dram_latency_s"] = f"{name}: ns_per_load of the largest footprint, footprint_bytes={f:.0f}"
+    lo, hi = L2_LATENCY_FOOTPRINTS
+    l2 = [ns for f, ns, _ in rows if lo <= f <= hi]
+    if l2:
+        values["l2_latency_s"] = _median(l2) * 1e-9
+        notes["l2_latency_s"] = f"{name}: median ns_per_load of footprint_bytes in [{lo}, {hi}] ({len(l2)} rows)"
+    else:
+        notes["l2_latency_s"] = f"{name}: no row with footprint_bytes in [{lo}, {hi}]"
+    return values, notes
+
+
+def _mlp(t: _Table) -> Derived:
+    name = t.path.name
+    x = [t.num(r, "bytes_in_flight_per_sm") for r in t.rows]
+    y = [t.num(r, "bytes_per_s_per_sm") for r in t.rows]
+    values: dict[str, float | None] = {}
+    notes: dict[str, str] = {}
+    keys = ("loaded_latency_s", "cu_bandwidth_bytes_per_s", "mlp_smoothness")
+    if len(x) >= MLP_MIN_ROWS:
+        latency, cap, n = fit_mlp(x, y)
+        values.update(zip(keys, (latency, cap, n), strict=True))
+        text = (f"{name}: fit of bytes_per_s_per_sm against bytes_in_flight_per_sm, all {len(x)} rows, "
+                "bw = (x/L) / (1 + (x/(L*cap))^n)^(1/n) in log space")
+        notes.update(dict.fromkeys(keys, text))
+    else:
+        notes.update(dict.fromkeys(keys, f"{name}: {len(x)} rows, the fit needs >= {MLP_MIN_ROWS}"))
+    full = [r for r in t.rows if t.num(r, "active_sms") >= t.num(r, "sm_count")]
+    if full:
+        best = max(full, key=lambda r: t.num(r, "bytes_per_s"))
+        values["hbm_read_bandwidth_bytes_per_s"] = t.num(best, "bytes_per_s")
+        notes["hbm_read_bandwidth_bytes_per_s"] = (
+            f"{name}: highest bytes_per_s of the rows on every SM (grid={best['grid']}, "
+            f"block_elems={best['block_elems']}, num_warps={best['num_warps']})")
+    else:
+        notes["hbm_read_bandwidth_bytes_per_s"] = f"{name}: no row with active_sms = sm_count"
+    return values, notes
+
+
+def _l2(t: _Table) -> Derived:
+    name = t.path.name
+    pts = [(t.num(r, "footprint_bytes"), t.num(r, "bytes_per_s")) for r in t.rows]
+    values: dict[str, float | None] = {}
+    notes: dict[str, str] = {}
+    small = [b for f, b in pts if f <= L2_PLATEAU_MAX_FOOTPRINT]
+    large = [b for f, b in pts if f >= HBM_PLATEAU_MIN_FOOTPRINT]
+    if small:
+        values["l2_bandwidth_bytes_per_s"] = _median(small)
+        notes["l2_bandwidth_bytes_per_s"] = (f"{name}: median bytes_per_s of footprint_bytes <= "
+                                             f"{L2_PLATEAU_MAX_FOOTPRINT} ({len(small)} rows)")
+    else:
+        notes["l2_bandwidth_bytes_per_s"] = f"{name}: no row with footprint_bytes <= {L2_PLATEAU_MAX_FOOTPRINT}"
+    if small and large:
+        f = halfway_footprint([p[0] for p in pts], [p[1] for p in pts], _median(small), _median(large))
+        values["l2_reuse_footprint_bytes"] = f
+        notes["l2_reuse_footprint_bytes"] = (
+            f"{name}: footprint_bytes where bytes_per_s falls halfway from the L2 plateau to the median of "
+            f"footprint_bytes >= {HBM_PLATEAU_MIN_FOOTPRINT} ({len(large)} rows), log interpolation"
+            if f is not None else f"{name}: bytes_per_s never falls below halfway to the HBM plateau")
+    else:
+        notes["l2_reuse_footprint_bytes"] = f"{name}: needs rows on both plateaus"
+    return values, notes
+
+
+def _one(t: _Table, key: str, column: str, match: dict[str, object], what: str) -> Derived:
+    rows = t.select(**match)
+    where = ", ".join(f"{k}={v}" for k, v in match.items())
+    if not rows:
+        return {}, {key: f"{t.path.name}: no row with {where}"}
+    value = _median([t.num(r, column) for r in rows])
+    return {key: value}, {key: f"{t.path.name}: {column} of {where}{what}"}
+
+
+def _merge(*parts: Derived) -> Derived:
+    values: dict[str, float | None] = {}
+    notes: dict[str, str] = {}
+    for v, n in parts:
+        values.update(v)
+        notes.update(n)
+    return values, notes
+
+
+def _floor(t: _Table) -> Derived:
+    return _merge(
+        _one(t, "launch_graph_node_s", "time_s_median", {"variant": "empty", "launch_mode": "graph"}, " (per node)"),
+        _one(t, "kernel_floor_s", "time_s_median", {"variant": "load_store_1", "launch_mode": "graph"},
+             " (per node)"),
+    )
+
+
+def _issue(t: _Table) -> Derived:
+    parts = [_one(t, key, "ops_per_clock_per_sm", {"op": op, "mode": "throughput"}, "")
+             for key, op in ISSUE_LANES.items()]
+    parts += [_one(t, key, "cycles_per_op", {"op": op, "mode": "dependent"}, "")
+              for key, op in ISSUE_LATENCY.items()]
+    return _merge(*parts)
+
+
+def _mma(t: _Table) -> Derived:
+    m, n, k, w = MMA_LATENCY_SHAPE
+    return _one(t, "mma_latency_cycles", "cycles_per_dot", {"m": m, "n": n, "k": k, "num_warps": w}, "")
+
+
+def _smem(t: _Table) -> Derived:
+    return _merge(
+        _one(t, "barrier_latency_cycles", "cycles_per_round", {"what": "reduce_round_trip",
+                                                               "num_warps": BARRIER_WARPS}, ""),
+        _one(t, "lds_bytes_per_clock_per_cu", "bytes_per_clock_per_sm", {"what": "layout_conversion"}, ""),
+    )
+
+
+# probe -> (derivation, columns it reads, constants it sets)
+_DERIVATIONS: dict[str, tuple[Callable[[_Table], Derived], tuple[str, ...], tuple[str, ...]]] = {
+    "latency": (_latency, ("footprint_bytes", "ns_per_load"), ("dram_latency_s", "l2_latency_s")),
+    "mlp": (_mlp, ("bytes_in_flight_per_sm", "bytes_per_s_per_sm", "bytes_per_s", "active_sms", "sm_count", "grid",
+                   "block_elems", "num_warps"),
+            ("loaded_latency_s", "cu_bandwidth_bytes_per_s", "mlp_smoothness", "hbm_read_bandwidth_bytes_per_s")),
+    "l2": (_l2, ("footprint_bytes", "bytes_per_s"), ("l2_bandwidth_bytes_per_s", "l2_reuse_footprint_bytes")),
+    "floor": (_floor, ("variant", "launch_mode", "time_s_median"), ("launch_graph_node_s", "kernel_floor_s")),
+    "issue": (_issue, ("op", "mode", "ops_per_clock_per_sm", "cycles_per_op"), (*ISSUE_LANES, *ISSUE_LATENCY)),
+    "mma": (_mma, ("m", "n", "k", "num_warps", "cycles_per_dot"), ("mma_latency_cycles",)),
+    "smem": (_smem, ("what", "num_warps", "cycles_per_round", "bytes_per_clock_per_sm"),
+             ("barrier_latency_cycles", "lds_bytes_per_clock_per_cu")),
+}
+
+
+def probe_constants(directory: Path | str = DEFAULT_DIRECTORY) -> ProbeConstants:
+    """Every constant from the probe CSVs in `directory`; ValueError naming the file on a malformed CSV."""
+    values: dict[str, float | None] = {}
+    notes: dict[str, str] = {}
+    for probe, (derive, required, keys) in _DERIVATIONS.items():
+        table = _read(Path(directory), probe, required)
+        if table is None:
+            notes.update(dict.fromkeys(keys, f"{csv_name(probe)} not found in {directory}"))
+            continue
+        v, n = derive(table)
+        values.update(v)
+        notes.update(n)
+    return ProbeConstants(**values, sources=MappingProxyType(notes))
+
+
+def summary(directory: Path | str = DEFAULT_DIRECTORY) -> list[tuple[str, float | None, str]]:
+    """(constant, value, where it comes from) for every constant, in the dataclass's order."""
+    c = probe_constants(directory)
+    return [(name, getattr(c, name), c.sources.get(name, "")) for name in ProbeConstants.names()]
+
+
+def format_summary(rows: Sequence[tuple[str, float | None, str]]) -> str:
+    """The summary as an aligned text table."""
+    lines = [f"{'constant':32} {'value':>12}  source"]
+    for name, value, source in rows:
+        text = "None" if value is None else f"{value:.4g}"
+        lines.append(f"{name:32} {text:>12}  {source}")
+    return "\n".join(lines)

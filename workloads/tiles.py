@@ -1,0 +1,420 @@
+"""Tile configurations of the tiled kernels, per GPU architecture family, sized to fit the GPU.
+
+Each tiled kernel kind (flash-attention prefill, absorbed-MLA decode, dense GEMM, grouped MoE GEMM)
+starts from the tile the library a serving engine runs on that architecture family uses, then halves
+its tile dimensions (or pipeline stages) in a fixed order until the workgroup fits:
+
+- LDS (shared memory): the kernel's own count of LDS per workgroup (its `launches()`), at most
+  `lds_max_per_workgroup_bytes` (and `lds_per_cu_bytes`);
+- threads: at most `max_threads_per_workgroup`;
+- registers: the fp32 accumulator tile spread over the workgroup's threads, at most
+  `max_registers_per_thread` per thread (a lower bound on the kernel's registers).
+
+A field the caller pins (an explicit `--param`, say) is never changed. A configuration that does not
+fit is never returned: if the smallest legal tile (16 rows or columns, one MMA tile; one stage) does
+not fit, `ValueError` names the kernel, the GPU and the limit.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable, Collection, Mapping
+from dataclasses import dataclass
+from enum import Enum
+from functools import lru_cache
+from typing import Any
+
+from hwmodels.dtypes import Dtype
+from hwmodels.spec import GPU, Vendor
+from workloads.kernel_base import KernelKind
+from workloads.kernels import AttentionPrefill, Gemm, MlaDecode, MoeGemm
+
+MIN_TILE = 16  # rows or columns of one matrix-core tile (MFMA 16x16, WGMMA m64 split over 4 warps)
+_STAGE_BITS = 1024  # one pipeline stage spans 128 bytes of K per row (64 bf16, 128 fp8, 256 fp4 values)
+
+
+class ArchFamily(Enum):
+    """The architecture families whose libraries set the starting tiles."""
+
+    CDNA3 = "cdna3"  # MI300X: 64 KiB LDS per CU
+    CDNA4 = "cdna4"  # MI355X: 160 KiB LDS per CU
+    HOPPER = "hopper"  # H100/H200: 227 KiB shared memory per block
+    BLACKWELL = "blackwell"  # B200/B300: 227 KiB shared memory per block, accumulators in tensor memory
+
+
+def arch_family(gpu: GPU) -> ArchFamily:
+    """The family of a GPU from its `arch` text ("cdna4 (gfx950)", "hopper (sm_90)", ...)."""
+    arch = gpu.arch.lower()
+    for family, words in ((ArchFamily.CDNA4, ("cdna4", "gfx950")), (ArchFamily.CDNA3, ("cdna3", "gfx94")),
+                          (ArchFamily.BLACKWELL, ("blackwell", "sm_10", "sm_11", "sm_12")),
+                          (ArchFamily.HOPPER, ("hopper", "sm_90"))):
+        if any(w in arch for w in words):
+            return family
+    # Assumption: an unlisted GPU starts from the newest family of its vendor; the fit loop sizes it.
+    return ArchFamily.CDNA4 if gpu.vendor is Vendor.AMD else ArchFamily.BLACKWELL
+
+
+@dataclass(frozen=True)
+class TileConfig:
+    """The tile fields of one kernel kind on one GPU, the LDS they take, and why they were chosen."""
+
+    kernel: str  # the kernel kind's CLI name
+    gpu: str
+    family: ArchFamily
+    values: tuple[tuple[str, int], ...]  # (field, value) pairs passed to the kernel's constructor
+    lds_bytes: int  # per workgroup, as the kernel counts it
+    lds_limit_bytes: int
+    accumulator_registers: int  # fp32 accumulator registers per thread (a lower bound)
+    why: str
+
+    @property
+    def fields(self) -> dict[str, int]:
+        return dict(self.values)
+
+    def as_dict(self) -> dict[str, Any]:
+        """JSON-ready: the fields, the LDS against the limit, the family and the reason."""
+        return {**self.fields, "lds_bytes": self.lds_bytes, "lds_limit_bytes": self.lds_limit_bytes,
+                "accumulator_registers": self.accumulator_registers, "family": self.family.value,
+                "why": self.why}
+
+
+@dataclass(frozen=True)
+class _Limits:
+    """The hashable part of a GPU that tile choice reads (a GPU holds mappings, so it is not hashable)."""
+
+    name: str
+    family: ArchFamily
+    lds_bytes: int
+    max_threads: int
+    max_registers: int
+    wave_size: int
+
+
+def _limits(gpu: GPU) -> _Limits:
+    found = _LIMITS.get(id(gpu))
+    if found is None or found[0] is not gpu:
+        found = _LIMITS[id(gpu)] = (gpu, _read_limits(gpu))
+    return found[1]
+
+
+_LIMITS: dict[int, tuple[GPU, _Limits]] = {}  # by GPU object, held so that its id is not reused
+
+
+def _read_limits(gpu: GPU) -> _Limits:
+    family = arch_family(gpu)
+    # Blackwell's tcgen05 MMAs accumulate in tensor memory (256 KiB per SM), not in registers: the
+    # register bound does not apply there (assumption: tensor memory does not bind these tiles).
+    registers = 1 << 30 if family is ArchFamily.BLACKWELL else gpu.max_registers_per_thread
+    return _Limits(gpu.name, family, min(gpu.lds_max_per_workgroup_bytes, gpu.lds_per_cu_bytes),
+                   gpu.max_threads_per_workgroup, registers, gpu.wave_size)
+
+
+# ---- starting tiles: the library each family's serving engines run ----------------------------------
+
+def _attention_start(family: ArchFamily, head_dim: int) -> tuple[dict[str, int], str]:
+    """(block_m, block_n) of the flash-attention forward kernel, with its source."""
+    if family is ArchFamily.HOPPER:
+        # FlashAttention-3 hopper/tile_size.h tile_size_fwd_sm90 (16-bit, causal): hdim <= 64: 192x128;
+        # <= 128: 128x128; <= 192 (v <= 128): 128x128; <= 256: 128x80 ("hits the limit of smem").
+        # Above 256 no dense FA3 tile exists; assumption: its 64x64 tile for 512-wide V.
+        if head_dim <= 96:
+            return {"block_m": 192, "block_n": 128}, "FlashAttention-3 sm90 tile for hdim <= 96"
+        if head_dim <= 192:
+            return {"block_m": 128, "block_n": 128}, "FlashAttention-3 sm90 tile for hdim <= 192"
+        if head_dim <= 256:
+            return {"block_m": 128, "block_n": 80}, "FlashAttention-3 sm90 tile for hdim 256"
+        return {"block_m": 64, "block_n": 64}, "assumption: FlashAttention-3's 64x64 tile for 512-wide V"
+    if family is ArchFamily.BLACKWELL:
+        # FlashAttention-4 (flash_attn/cute/flash_fwd_sm100.py) and the CUTLASS sm100 FMHA that FlashInfer
+        # and TRT-LLM build on: 128 query rows by 128 key rows per CTA.
+        return {"block_m": 128, "block_n": 128}, "FlashAttention-4 / CUTLASS sm100 FMHA 128x128 tile"
+    # CDNA3 and CDNA4: composable_kernel ck_tile FMHA forward (example/ck_tile/01_fmha, used by aiter):
+    # bm0 = 128 query rows; bn0 = 64 key rows for hdim <= 64, 128 above; 4 waves.
+    if head_dim <= 64:
+        return {"block_m": 128, "block_n": 64}, "ck_tile FMHA forward tile for hdim <= 64"
+    return {"block_m": 128, "block_n": 128}, "ck_tile FMHA forward tile for hdim >= 128"
+
+
+def _attention_threads(family: ArchFamily, block_m: int, wave_size: int) -> int:
+    """Hopper: one consumer warpgroup per 64 query rows plus a producer warpgroup (FA3's warp specialization);
+    Blackwell: 4 warpgroups (FA4: 2 softmax, correction, MMA/load/epilogue warps; assumption);
+    CDNA: 4 waves (ck_tile FMHA), one 16-row MFMA strip per wave below 64 rows."""
+    if family is ArchFamily.HOPPER:
+        return (max(1, block_m // 64) + 1) * 128
+    if family is ArchFamily.BLACKWELL:
+        return 512
+    return min(4, max(1, block_m // MIN_TILE)) * wave_size
+
+
+def _mla_start(family: ArchFamily) -> tuple[dict[str, int], str]:
+    """(heads_per_workgroup, block_n, threads) of the absorbed-MLA decode kernel, with its source."""
+    if family is ArchFamily.HOPPER:
+        # DeepSeek FlashMLA (csrc/kernels, sm90): 64 query rows (heads x tokens) per block, 64-row KV pages,
+        # two math warpgroups (256 threads; assumption: the producer threads are not counted).
+        return {"heads_per_workgroup": 64, "block_n": 64, "threads": 256}, "FlashMLA sm90 64-row blocks"
+    if family is ArchFamily.BLACKWELL:
+        # CUTLASS example 77_blackwell_mla (vLLM's CUTLASS_MLA backend pads heads to 128): 128 heads by
+        # 128 latent rows per CTA; assumption: 256 threads (the math warps of its warp-specialized kernel).
+        return ({"heads_per_workgroup": 128, "block_n": 128, "threads": 256},
+                "CUTLASS sm100 MLA 128-head x 128-row tile")
+    # aiter's MLA decode (asm kernel mla_dec_stage1_*_subQ16: 16 query heads per workgroup); assumption:
+    # 64 latent rows per step and 4 waves, as the Triton decode kernel vLLM runs on ROCm.
+    return ({"heads_per_workgroup": 16, "block_n": 64, "threads": 4 * 64},
+            "aiter MLA decode: 16 heads per workgroup")
+
+
+def _stage_k(dtype: Dtype) -> int:
+    """K values of one 128-byte stage row, a power of two (64 bf16, 128 fp8, 256 fp4, 128 fp6)."""
+    values = max(1, _STAGE_BITS // dtype.bits)
+    return 1 << (values.bit_length() - 1)
+
+
+def _gemm_start(family: ArchFamily, dtype: Dtype) -> tuple[dict[str, int], str]:
+    """(tile_m, tile_n, tile_k, stages, threads) of the dense GEMM, with its source."""
+    k = _stage_k(dtype)
+    if family is ArchFamily.HOPPER:
+        # CUTLASS sm90 warp-specialized cooperative GEMM (examples/48_hopper_warp_specialized_gemm):
+        # 128x128x64 (16-bit; 128 B of K per stage), 2 consumer warpgroups + 1 producer. Assumption: 4
+        # stages (StageCountAuto fits up to 7 in 227 KiB; the kernels cuBLAS picks for large shapes use 4+).
+        return ({"tile_m": 128, "tile_n": 128, "tile_k": k, "stages": 4, "threads": 384},
+                "CUTLASS sm90 warp-specialized 128x128 tile")
+    if family is ArchFamily.BLACKWELL:
+        # CUTLASS sm100 1-SM UMMA GEMM: M=128 per CTA, N up to 256, accumulators in tensor memory.
+        # Assumption: 128x256 with 4 stages and 256 threads (what cuBLASLt reports for large bf16 shapes).
+        return ({"tile_m": 128, "tile_n": 256, "tile_k": k, "stages": 4, "threads": 256},
+                "CUTLASS sm100 UMMA 128x256 tile")
+    # CDNA: ck_tile universal GEMM, compute pipeline V3 (example/ck_tile/03_gemm): 256x256 macro tile,
+    # 128 B of K per stage, 2x2 waves; assumption: 2 LDS stages where they fit (CDNA4), 1 on CDNA3.
+    return ({"tile_m": 256, "tile_n": 256, "tile_k": k, "stages": 2, "threads": 4 * 64},
+            "ck_tile universal GEMM 256x256 tile")
+
+
+def moe_tile_m(tokens_per_expert: int) -> int:
+    """vLLM fused-MoE picks BLOCK_SIZE_M by tokens per expert: 16, 32 or 64 (assumption: its default configs)."""
+    return 16 if tokens_per_expert <= 16 else 32 if tokens_per_expert <= 32 else 64
+
+
+def _moe_start(family: ArchFamily, dtype: Dtype, m: int) -> tuple[dict[str, int], str]:
+    """(tile_m, tile_n, tile_k, stages, threads) of the grouped expert GEMM with `m` rows, with its source."""
+    if family in (ArchFamily.HOPPER, ArchFamily.BLACKWELL):
+        # vLLM fused-MoE Triton configs tuned for H100/H200 (fused_moe/configs/*NVIDIA_H*.json): BLOCK_SIZE_N
+        # 128, BLOCK_SIZE_K 128 (fp8), num_warps 4, num_stages 3-4. Assumption: the same on Blackwell.
+        return ({"tile_m": m, "tile_n": 128, "tile_k": _stage_k(dtype), "stages": 3, "threads": 4 * 32},
+                "vLLM fused-MoE Triton config")
+    # vLLM fused-MoE Triton on ROCm; assumption: BLOCK_SIZE_N 128, BLOCK_SIZE_K 32, 2 stages, 4 waves.
+    return ({"tile_m": m, "tile_n": 128, "tile_k": 32, "stages": 2, "threads": 4 * 64},
+            "vLLM fused-MoE Triton config (ROCm)")
+
+
+# ---- the fit loop -------------------------------------------------------------------------------------
+
+# Halving order per kind: (field, floor). Each step halves its field down to its floor while the tile
+# does not fit; narrower key/column tiles go first (they cost the least reuse), then rows, then below
+# the library's floors down to one MMA tile.
+_ATTENTION_ORDER = (("block_n", 32), ("block_m", 64), ("block_n", MIN_TILE), ("block_m", MIN_TILE))
+_MLA_ORDER = (("block_n", 32), ("heads_per_workgroup", MIN_TILE), ("block_n", MIN_TILE))
+_GEMM_ORDER = (("stages", 1), ("tile_n", 64), ("tile_m", 64), ("tile_k", MIN_TILE), ("tile_n", MIN_TILE),
+               ("tile_m", MIN_TILE))
+
+
+def _half(field: str, value: int, floor: int) -> int:
+    if field == "stages":
+        return max(floor, value - 1) if value > 2 else max(floor, value // 2)
+    return max(floor, value // 2 // MIN_TILE * MIN_TILE)  # stay a whole number of MMA tiles
+
+
+@dataclass(frozen=True)
+class _Fit:
+    lds: int
+    registers: int
+    threads: int
+
+
+def _fit(kind: str, limits: _Limits, start: dict[str, int], source: str, pinned: Mapping[str, int],
+         order: tuple[tuple[str, int], ...], measure: Callable[[dict[str, int]], _Fit],
+         threads_for: Callable[[dict[str, int]], int] | None = None) -> TileConfig:
+    """Shrink `start` (with `pinned` fields held) along `order` until LDS, threads and registers fit."""
+    config = {**start, **pinned}
+    halved: dict[str, tuple[int, int]] = {}  # field -> (library value, final value), in halving order
+
+    def sized(c: dict[str, int]) -> dict[str, int]:
+        if threads_for is not None and "threads" not in pinned:
+            c = {**c, "threads": threads_for(c)}
+        if "threads" not in pinned and c.get("threads", 0) > limits.max_threads:
+            c = {**c, "threads": limits.max_threads // limits.wave_size * limits.wave_size}
+        return c
+
+    bound: dict[str, None] = {}  # the limits that made the loop shrink, in order met
+
+    def problem(c: dict[str, int]) -> str | None:
+        got = measure(c)
+        if got.threads > limits.max_threads:
+            bound[f"{limits.max_threads} threads"] = None
+            return f"{got.threads} threads per workgroup, over the limit of {limits.max_threads}"
+        if got.lds > limits.lds_bytes:
+            bound[f"{_kib(limits.lds_bytes)} LDS"] = None
+            return f"{got.lds} B of LDS per workgroup, over the limit of {_kib(limits.lds_bytes)}"
+        if got.registers > limits.max_registers:
+            bound[f"{limits.max_registers} registers per thread"] = None
+            return f"{got.registers} accumulator registers per thread, over the limit of {limits.max_registers}"
+        return None
+
+    config = sized(config)
+    why = problem(config)
+    for field, floor in order:
+        if field in pinned:
+            continue
+        while why is not None and config[field] > floor:
+            before = config[field]
+            config = sized({**config, field: _half(field, before, floor)})
+            halved[field] = (halved.get(field, (before, 0))[0], config[field])
+            why = problem(config)
+        if why is None:
+            break
+    if why is not None:
+        held = f" with {', '.join(f'{k}={v}' for k, v in pinned.items())} held" if pinned else ""
+        raise ValueError(f"{kind} does not fit on {limits.name}{held}: the smallest tile "
+                         f"({', '.join(f'{k}={v}' for k, v in config.items())}) still needs {why}")
+    got = measure(config)
+    steps = ", ".join(f"{field} {first}\u2192{last}" for field, (first, last) in halved.items())
+    reason = f"fits {' and '.join(bound)} after halving {steps}" if halved else "library default"
+    if pinned:
+        reason += f"; {', '.join(sorted(pinned))} set by the caller"
+    return TileConfig(kind, limits.name, limits.family, tuple(config.items()), got.lds, limits.lds_bytes,
+                      got.registers, f"{reason} ({source})")
+
+
+def _kib(value: int) -> str:
+    return f"{value // 1024} KiB" if value % 1024 == 0 else f"{value} B"
+
+
+def _lds(kernel: KernelKind) -> int:
+    """LDS per workgroup of the kernel's largest launch, as the kernel counts it."""
+    return max((int(w.lds_bytes_per_workgroup) for w in kernel.launches()), default=0)
+
+
+def _pinned(values: Mapping[str, int] | None, allowed: Collection[str]) -> dict[str, int]:
+    return {k: v for k, v in (values or {}).items() if k in allowed}
+
+
+# ---- one function per tiled kind ----------------------------------------------------------------------
+
+def attention_tiles(gpu: GPU, *, head_dim: int, dtype: Dtype = Dtype.BF16,
+                    pinned: Mapping[str, int] | None = None) -> TileConfig:
+    """block_m, block_n and threads of `AttentionPrefill` (prefill, and GQA decode and verify) on `gpu`."""
+    return _attention(_limits(gpu), head_dim, Dtype(dtype), tuple(sorted(
+        _pinned(pinned, ("block_m", "block_n", "threads")).items())))
+
+
+@lru_cache(maxsize=1024)
+def _attention(limits: _Limits, head_dim: int, dtype: Dtype, pinned: tuple[tuple[str, int], ...]) -> TileConfig:
+    start, source = _attention_start(limits.family, head_dim)
+    start = {**start, "threads": _attention_threads(limits.family, start["block_m"], limits.wave_size)}
+
+    def measure(c: dict[str, int]) -> _Fit:
+        kernel = AttentionPrefill(seqs=1, q_len=1, heads=1, kv_heads=1, head_dim=head_dim, dtype=dtype, **c)
+        # fp32 output rows and the score tile, spread over the workgroup
+        registers = -(-c["block_m"] * (head_dim + c["block_n"]) // c["threads"])
+        return _Fit(_lds(kernel), registers, c["threads"])
+
+    return _fit(AttentionPrefill.kind, limits, start, source, dict(pinned), _ATTENTION_ORDER, measure,
+                lambda c: _attention_threads(limits.family, c["block_m"], limits.wave_size))
+
+
+def mla_decode_tiles(gpu: GPU, *, kv_lora: int = 512, rope_dim: int = 64, kv_dtype: Dtype = Dtype.FP8,
+                     q_dtype: Dtype = Dtype.BF16, pinned: Mapping[str, int] | None = None) -> TileConfig:
+    """heads_per_workgroup, block_n and threads of `MlaDecode` on `gpu`."""
+    return _mla(_limits(gpu), kv_lora, rope_dim, Dtype(kv_dtype), Dtype(q_dtype), tuple(sorted(
+        _pinned(pinned, ("heads_per_workgroup", "block_n", "threads")).items())))
+
+
+@lru_cache(maxsize=1024)
+def _mla(limits: _Limits, kv_lora: int, rope_dim: int, kv_dtype: Dtype, q_dtype: Dtype,
+         pinned: tuple[tuple[str, int], ...]) -> TileConfig:
+    start, source = _mla_start(limits.family)
+
+    def measure(c: dict[str, int]) -> _Fit:
+        kernel = MlaDecode(seqs=1, context=1, heads=1, kv_lora=kv_lora, rope_dim=rope_dim, kv_dtype=kv_dtype,
+                           q_dtype=q_dtype, **c)
+        registers = -(-c["heads_per_workgroup"] * (kv_lora + c["block_n"]) // c["threads"])
+        return _Fit(_lds(kernel), registers, c["threads"])
+
+    return _fit(MlaDecode.kind, limits, start, source, dict(pinned), _MLA_ORDER, measure)
+
+
+_GEMM_FIELDS = ("tile_m", "tile_n", "tile_k", "stages", "threads")
+
+
+def gemm_tiles(gpu: GPU, *, dtype: Dtype = Dtype.BF16, pinned: Mapping[str, int] | None = None) -> TileConfig:
+    """tile_m, tile_n, tile_k, stages and threads of a dense `Gemm` on `gpu`."""
+    return _gemm(_limits(gpu), Dtype(dtype), tuple(sorted(_pinned(pinned, _GEMM_FIELDS).items())))
+
+
+@lru_cache(maxsize=1024)
+def _gemm(limits: _Limits, dtype: Dtype, pinned: tuple[tuple[str, int], ...]) -> TileConfig:
+    start, source = _gemm_start(limits.family, dtype)
+
+    def measure(c: dict[str, int]) -> _Fit:
+        kernel = Gemm(m=1, n=1, k=1, dtype=dtype, **c)
+        return _Fit(_lds(kernel), -(-c["tile_m"] * c["tile_n"] // c["threads"]), c["threads"])
+
+    return _fit(Gemm.kind, limits, start, source, dict(pinned), _GEMM_ORDER, measure)
+
+
+def moe_gemm_tiles(gpu: GPU, *, tokens_per_expert: int, dtype: Dtype = Dtype.BF16,
+                   pinned: Mapping[str, int] | None = None) -> TileConfig:
+    """tile_m (by tokens per expert), tile_n, tile_k, stages and threads of a `MoeGemm` on `gpu`."""
+    return _moe(_limits(gpu), moe_tile_m(tokens_per_expert), Dtype(dtype),
+                tuple(sorted(_pinned(pinned, _GEMM_FIELDS).items())))
+
+
+@lru_cache(maxsize=1024)
+def _moe(limits: _Limits, tile_m: int, dtype: Dtype, pinned: tuple[tuple[str, int], ...]) -> TileConfig:
+    start, source = _moe_start(limits.family, dtype, tile_m)
+
+    def measure(c: dict[str, int]) -> _Fit:
+        kernel = MoeGemm(experts=1, tokens_per_expert=1, n=1, k=1, dtype=dtype, **c)
+        return _Fit(_lds(kernel), -(-c["tile_m"] * c["tile_n"] // c["threads"]), c["threads"])
+
+    return _fit(MoeGemm.kind, limits, start, source, dict(pinned), _GEMM_ORDER, measure)
+
+
+# ---- any kernel object --------------------------------------------------------------------------------
+
+TILED_KINDS = (AttentionPrefill.kind, MlaDecode.kind, Gemm.kind, MoeGemm.kind)
+
+
+def tiles_for(kernel: KernelKind, gpu: GPU, pinned: Collection[str] = ()) -> TileConfig | None:
+    """The configuration the engine picks for this kernel's shapes on `gpu`, holding the fields named in
+    `pinned` at the kernel's values; None for a kind without tiles."""
+    held = {name: getattr(kernel, name) for name in pinned if hasattr(kernel, name)}
+    if isinstance(kernel, AttentionPrefill):
+        return attention_tiles(gpu, head_dim=kernel.head_dim, dtype=kernel.dtype, pinned=held)
+    if isinstance(kernel, MlaDecode):
+        return mla_decode_tiles(gpu, kv_lora=kernel.kv_lora, rope_dim=kernel.rope_dim, kv_dtype=kernel.kv_dtype,
+                                q_dtype=kernel.q_dtype, pinned=held)
+    if isinstance(kernel, MoeGemm):
+        return moe_gemm_tiles(gpu, tokens_per_expert=kernel.tokens_per_expert, dtype=kernel.dtype, pinned=held)
+    if isinstance(kernel, Gemm):
+        return gemm_tiles(gpu, dtype=kernel.dtype, pinned=held)
+    return None
+
+
+def with_tiles(kernel: KernelKind, gpu: GPU, pinned: Collection[str] = ()) -> tuple[KernelKind, TileConfig | None]:
+    """The kernel with its unpinned tile fields set to the engine's choice on `gpu`, and that choice."""
+    config = tiles_for(kernel, gpu, pinned)
+    if config is None:
+        return kernel, None
+    return dataclasses.replace(kernel, **config.fields), config  # type: ignore[type-var]
+
+
+def describe(kernel: KernelKind, gpu: GPU) -> dict[str, Any] | None:
+    """The kernel's tile fields as it holds them, its LDS, and why the engine chose them (None: no tiles)."""
+    config = tiles_for(kernel, gpu)
+    if config is None:
+        return None
+    held = {name: getattr(kernel, name) for name in config.fields}
+    out = {**config.as_dict(), **held, "lds_bytes": _lds(kernel)}
+    if held != config.fields:
+        out["why"] = "set by the caller"
+    return out
