@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Mapping
 import contextlib
 import contextvars
 import dataclasses
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from functools import cache
@@ -44,8 +44,11 @@ class Calibration:
     latency_hiding_workgroups_per_cu: float
     launch_eager_s: float | None = None
     launch_graph_node_s: float | None = None
-    # The cycle-level model's bend of Little's law into a CU's bandwidth ceiling (hwmodels.cycle_time).
+    # The cycle-level model's curve of a CU's HBM bandwidth against its bytes in flight (hwmodels.cycle_time):
+    # Little's law at `mlp_latency_s` (None: the GPU's pointer-chase DRAM latency), bent by `mlp_smoothness`
+    # into the CU's ceiling.
     mlp_smoothness: float = 2.0
+    mlp_latency_s: float | None = None
     cost_model: CostModel = CostModel.CYCLE
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
@@ -65,6 +68,8 @@ class Calibration:
         if DEFAULT not in self.memory_efficiency:
             raise FieldError("memory_efficiency", "needs a default entry")
         _check_efficiency("hbm_saturation_cu_fraction", self.hbm_saturation_cu_fraction)
+        if self.mlp_latency_s is not None and not self.mlp_latency_s > 0:
+            raise FieldError("mlp_latency_s", f"must be positive, got {self.mlp_latency_s}")
         if not self.mlp_smoothness > 0:
             raise FieldError("mlp_smoothness", f"must be positive, got {self.mlp_smoothness}")
         if self.latency_hiding_workgroups_per_cu < 1:

@@ -9,7 +9,8 @@ Per trip of a workgroup's loop, with r workgroups resident on a CU of S schedule
            with memory-level and thread-level parallelism awareness", ISCA 2009, combine the two the same way);
 - memory:  by Little's law a CU with x bytes in flight receives x / L bytes per second, L the DRAM latency,
            up to its share of HBM (the lesser of the CU's own ceiling and the GPU's bandwidth over the CUs
-           that stream), or, for loads that hit L2, L2's latency and its bandwidth over the streaming CUs; `mlp_smoothness` n bends the two into one curve, rate = (x/L) / (1 + ((x/L)/cap)^n)^(1/n),
+           that stream), or, for loads that hit L2, L2's latency and its bandwidth over the streaming CUs;
+           `mlp_smoothness` n bends the two into one curve, rate = (x/L) / (1 + ((x/L)/cap)^n)^(1/n),
            fitted on the memory-level-parallelism probe. A trip waits for its load unless the load was issued
            `prefetch` trips ahead, in which case only the part of the load time that the pipeline cannot cover.
 
@@ -20,10 +21,19 @@ partial wave runs with fewer resident per CU. The launch ends when the last work
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 
 from hwmodels.program import Program
 from hwmodels.spec import GPU
+
+
+@dataclass(frozen=True)
+class MemoryCurve:
+    """A CU's HBM bandwidth against its bytes in flight: Little's law at `latency_s`, bent by `smoothness`."""
+
+    latency_s: float
+    smoothness: float
 
 
 @dataclass(frozen=True)
@@ -43,9 +53,13 @@ def loaded_rate(in_flight_bytes: float, latency_s: float, cap_bytes_per_s: float
     return little / (1.0 + (little / cap_bytes_per_s) ** smoothness) ** (1.0 / smoothness)
 
 
-def trip_s(program: Program, gpu: GPU, resident: int, warps: int, cap_bytes_per_s: float,
-           smoothness: float) -> float:
-    """Seconds one trip of the loop takes with `resident` workgroups of `warps` warps on the CU."""
+def trip_s(program: Program, gpu: GPU, resident: int, warps: int, share_bytes_per_s: float,
+           curve: MemoryCurve) -> float:
+    """Seconds one trip of the loop takes with `resident` workgroups of `warps` warps on the CU.
+
+    `share_bytes_per_s` is the CU's share of the memory the trips read (HBM or L2) when every streaming CU
+    pulls at once; the CU's own curve (Little's law bent into `cu_bandwidth`) is capped by it.
+    """
     per_scheduler = max(1.0, resident * warps / gpu.simds_per_cu)
     issue = per_scheduler * program.trip_instructions / gpu.boost_clock_hz
     latency = program.trip_instructions / gpu.boost_clock_hz + program.trip_chain.seconds(gpu)
@@ -54,37 +68,71 @@ def trip_s(program: Program, gpu: GPU, resident: int, warps: int, cap_bytes_per_
         return compute
     stages = max(1, program.prefetch)
     in_flight = resident * program.trip_load_bytes * stages
-    latency = gpu.l2_latency_s if program.l2_hits else gpu.dram_latency_s
-    load = in_flight / loaded_rate(in_flight, latency, cap_bytes_per_s, smoothness)
+    if program.l2_hits:
+        rate = min(in_flight / gpu.l2_latency_s, share_bytes_per_s)
+    else:
+        rate = min(loaded_rate(in_flight, curve.latency_s, gpu.cu_bandwidth_bytes_per_s, curve.smoothness),
+                   share_bytes_per_s)
+    load = in_flight / rate
     if program.prefetch == 0:
         return load + compute
     return max(compute, load / stages)
 
 
 def workgroup_s(program: Program, gpu: GPU, resident: int, warps: int, cap_bytes_per_s: float,
-                smoothness: float) -> float:
+                curve: MemoryCurve) -> float:
     """Seconds one workgroup takes from its first instruction to its last, sharing the CU with `resident`."""
     per_scheduler = max(1.0, resident * warps / gpu.simds_per_cu)
     setup = (per_scheduler * program.setup_instructions / gpu.boost_clock_hz
              + program.setup_chain.seconds(gpu))
     if program.trips <= 0:
         return setup
-    return setup + program.trips * trip_s(program, gpu, resident, warps, cap_bytes_per_s, smoothness)
+    return setup + program.trips * trip_s(program, gpu, resident, warps, cap_bytes_per_s, curve)
+
+
+# Dispatch of an irregular grid: (durations of the workgroups in dispatch order, slots) -> seconds until the last
+# ends. The simulation layer's workgroup DES is one (simulator/cost/workgroup_des.py).
+Dispatch = Callable[[Sequence[float], int], float]
+
+
+def bound_dispatch_s(durations: Sequence[float], slots: int) -> float:
+    """Without a dispatcher: the larger of the longest workgroup and the work spread evenly over the slots.
+
+    Both are lower bounds of any dispatch; greedy dispatch is within the longest workgroup of their sum.
+    """
+    return max(max(durations, default=0.0), sum(durations) / slots) if durations else 0.0
+
+
+def grid_s(program: Program, gpu: GPU, residency: Residency, hbm_bytes_per_s: float, curve: MemoryCurve,
+           dispatch: Dispatch | None = None) -> float:
+    """Seconds the grid takes: `waves_s` for a uniform grid; an irregular one (`trip_counts`) is dispatched
+    workgroup by workgroup onto CUs x resident slots, each workgroup's duration taken at full residency."""
+    if not program.trip_counts:
+        return waves_s(program, gpu, residency, hbm_bytes_per_s, curve)
+    slots = gpu.compute_units * residency.resident_per_cu
+    resident = min(residency.resident_per_cu, -(-len(program.trip_counts) // gpu.compute_units))
+    cap = (gpu.l2_bandwidth_bytes_per_s if program.l2_hits else hbm_bytes_per_s) / min(
+        gpu.compute_units, len(program.trip_counts))
+    per_trips: dict[int, float] = {}
+    durations = []
+    for trips in program.trip_counts:
+        if trips not in per_trips:
+            per_trips[trips] = workgroup_s(replace(program, trips=trips, trip_counts=()), gpu, resident,
+                                           residency.warps_per_workgroup, cap, curve)
+        durations.append(per_trips[trips])
+    return (dispatch or bound_dispatch_s)(durations, slots)
 
 
 def waves_s(program: Program, gpu: GPU, residency: Residency, hbm_bytes_per_s: float,
-            smoothness: float) -> float:
+            curve: MemoryCurve) -> float:
     """Seconds the whole grid takes: full waves of CUs x resident workgroups, then a partial one."""
     cus, per_cu = gpu.compute_units, residency.resident_per_cu
     if residency.workgroups <= 0:
         return 0.0
 
     def wave(resident: int, streaming_cus: int) -> float:
-        if program.l2_hits:
-            cap = gpu.l2_bandwidth_bytes_per_s / streaming_cus
-        else:
-            cap = min(gpu.cu_bandwidth_bytes_per_s, hbm_bytes_per_s / streaming_cus)
-        return workgroup_s(program, gpu, resident, residency.warps_per_workgroup, cap, smoothness)
+        cap = (gpu.l2_bandwidth_bytes_per_s if program.l2_hits else hbm_bytes_per_s) / streaming_cus
+        return workgroup_s(program, gpu, resident, residency.warps_per_workgroup, cap, curve)
 
     full, rest = divmod(residency.workgroups, cus * per_cu)
     total = full * wave(per_cu, cus) if full else 0.0

@@ -25,8 +25,10 @@ class Chain:
 
     alu: dependent fp32 FMAs; int: dependent int32 multiply-adds; sfu: transcendental ops (exp2, rsqrt);
     mma: matrix instructions that feed one accumulator in turn; lds: shared-memory/LDS round trips
-    (store then load, or load-to-use); shuffle: cross-lane exchange steps; barrier: workgroup barriers;
-    l2 and dram: memory round trips whose result the next step needs (an L2 hit, an HBM access).
+    (store, barrier, load: a layout change or a pipeline stage handed over); shuffle: cross-lane exchange
+    steps inside one warp; reduction: sums or maxima across the warps of a workgroup (shuffle trees, an
+    LDS exchange and a barrier, measured as one round trip); l2 and dram: memory round trips whose result
+    the next step needs (an L2 hit, an HBM access).
     """
 
     alu: float = 0.0
@@ -35,7 +37,7 @@ class Chain:
     mma: float = 0.0
     lds: float = 0.0
     shuffle: float = 0.0
-    barrier: float = 0.0
+    reduction: float = 0.0
     l2: float = 0.0
     dram: float = 0.0
 
@@ -60,7 +62,7 @@ class Chain:
         cycles = (self.alu * gpu.alu_latency_cycles + self.int * gpu.int_latency_cycles
                   + self.sfu * gpu.sfu_latency_cycles + self.mma * gpu.mma_latency_cycles
                   + self.lds * gpu.lds_latency_cycles + self.shuffle * gpu.shuffle_latency_cycles
-                  + self.barrier * gpu.barrier_latency_cycles)
+                  + self.reduction * gpu.reduction_latency_cycles)
         return cycles / gpu.boost_clock_hz + self.l2 * gpu.l2_latency_s + self.dram * gpu.dram_latency_s
 
 
@@ -68,17 +70,16 @@ NO_CHAIN = Chain()
 
 
 def reduction_chain(lanes: int, warps: int, wave_size: int) -> Chain:
-    """A sum or max over `lanes` values spread over `warps` warps: a shuffle tree inside each warp, then,
-    across warps, a store to LDS, a barrier and a load, and the second level's shuffle tree.
+    """A sum or max over `lanes` values spread over `warps` warps.
 
-    This is how Triton's `tl.sum`/`tl.max`, CUB's BlockReduce and hipCUB reduce a block; a warp's own tree
-    has log2(min(lanes per warp, wave size)) steps.
+    Inside one warp: a shuffle tree of log2(min(lanes, wave size)) steps. Across warps: one cross-warp
+    reduction round trip (each warp's tree, a store to LDS, a barrier, the load and the second level), as
+    Triton's `tl.sum`/`tl.max`, CUB's BlockReduce and hipCUB do it; the GPU's `reduction_latency_cycles` is
+    that round trip, measured whole.
     """
-    per_warp = max(1, -(-lanes // max(1, warps)))
-    steps = max(0, (min(per_warp, wave_size) - 1).bit_length())
     if warps <= 1:
-        return Chain(shuffle=steps)
-    return Chain(shuffle=steps + max(0, (warps - 1).bit_length()), lds=1, barrier=1)
+        return Chain(shuffle=max(0, (min(max(1, lanes), wave_size) - 1).bit_length()))
+    return Chain(reduction=1)
 
 
 @dataclass(frozen=True)
@@ -102,8 +103,13 @@ class Program:
     # True: the trips' loads hit L2 (tiles that many workgroups share, as a GEMM's A and B tiles or the K and
     # V tiles of a GQA group); their latency and bandwidth are L2's, and HBM sees only the launch's bytes.
     l2_hits: bool = False
+    # Irregular grids: the trips of each workgroup in dispatch order (split-KV over uneven histories, expert
+    # tiles over uneven token counts); empty: every workgroup runs `trips`, the busiest's.
+    trip_counts: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
+        if any(t < 0 for t in self.trip_counts):
+            raise ValueError("trip_counts must not be negative")
         for name in ("trips", "trip_load_bytes", "trip_instructions", "setup_instructions"):
             value = getattr(self, name)
             if not value >= 0:

@@ -33,7 +33,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from hwmodels.calibration import Calibration, CostModel
-from hwmodels.cycle_time import Residency, completion_s, waves_s
+from hwmodels.dtypes import Dtype
+from hwmodels.cycle_time import Dispatch, MemoryCurve, Residency, completion_s, grid_s
 from hwmodels.occupancy import Occupancy, occupancy
 from hwmodels.program import Program, streaming_program
 from hwmodels.spec import GPU
@@ -70,6 +71,12 @@ class KernelTime:
     occupancy: Occupancy | None
 
 
+def matrix_clock_share(gpu: GPU) -> float:
+    """The matrix units' sustained rate over their peak: the clock they hold under the power limit over the
+    clock the peak is quoted at (1 where the spec says the peak holds)."""
+    return min(1.0, gpu.matmul_clock_hz / gpu.clock_hz)
+
+
 def roofline_floor_s(work: Work, gpu: GPU) -> float:
     """The time no implementation beats: all FLOP at dense peak or all bytes at peak bandwidth."""
     compute = sum(flop / gpu.peak_flop_per_s(dtype) for dtype, flop in work.flop_by_dtype.items() if flop)
@@ -83,8 +90,13 @@ def launch_overhead_s(gpu: GPU, calib: Calibration, mode: LaunchMode) -> float:
     return calib.launch_eager_s if calib.launch_eager_s is not None else gpu.launch_eager_s
 
 
-def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = LaunchMode.EAGER) -> KernelTime:
-    """Predicted time of one launch; a Work of several launches must be timed launch by launch."""
+def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = LaunchMode.EAGER,
+                dispatch: Dispatch | None = None) -> KernelTime:
+    """Predicted time of one launch; a Work of several launches must be timed launch by launch.
+
+    `dispatch` times an irregular grid workgroup by workgroup (the simulation layer's workgroup DES); without
+    it such a grid gets the bound of `hwmodels.cycle_time.bound_dispatch_s`.
+    """
     if work.launches != 1:
         raise ValueError(f"kernel_time times one launch; this Work has {work.launches} (time each of launches())")
     if work.workgroups == 0:
@@ -106,7 +118,8 @@ def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = Lau
     if work.flop:
         # Seconds per FLOP at the efficient peaks, weighted by the datatype mix of this launch.
         s_per_flop = sum(
-            (flop / work.flop) / (gpu.peak_flop_per_s(dtype) * calib.compute_efficiency_for(work.family, dtype))
+            (flop / work.flop) / (gpu.peak_flop_per_s(dtype) * calib.compute_efficiency_for(work.family, dtype)
+                                  * (matrix_clock_share(gpu) if cycle and dtype is not Dtype.FP32 else 1.0))
             for dtype, flop in work.flop_by_dtype.items() if flop
         )
         compute_s = max(work.flop * s_per_flop,
@@ -121,8 +134,9 @@ def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = Lau
         memory_s = work.bytes / bandwidth
         residency = Residency(work.workgroups, -(-work.threads_per_workgroup // gpu.wave_size),
                               occ.workgroups_per_cu)
-        latency_s = (waves_s(work.program or default_program(work, gpu), gpu, residency, bandwidth,
-                             calib.mlp_smoothness) + (completion_s(gpu) if work.write_bytes else 0.0))
+        curve = MemoryCurve(calib.mlp_latency_s or gpu.dram_latency_s, calib.mlp_smoothness)
+        latency_s = grid_s(work.program or default_program(work, gpu), gpu, residency, bandwidth, curve, dispatch)
+        latency_s += completion_s(gpu) if work.write_bytes else 0.0
     else:
         cu_bandwidth = bandwidth / (calib.hbm_saturation_cu_fraction * cus)
         stream_rounds = -(-work.streams // cus)

@@ -16,9 +16,9 @@ SPEC_DIR = Path(__file__).parent / "specs"
 
 # The GPU fields that the cycle-level cost model reads; each must be positive and finite.
 CYCLE_MODEL_FIELDS = (
-    "boost_clock_hz", "dram_latency_s", "l2_latency_s", "l2_bandwidth_bytes_per_s", "cu_bandwidth_bytes_per_s",
+    "boost_clock_hz", "matmul_clock_hz", "dram_latency_s", "l2_latency_s", "l2_bandwidth_bytes_per_s", "cu_bandwidth_bytes_per_s",
     "kernel_floor_s", "alu_latency_cycles", "int_latency_cycles", "sfu_latency_cycles", "mma_latency_cycles",
-    "lds_latency_cycles", "shuffle_latency_cycles", "barrier_latency_cycles", "fp32_lanes_per_cu",
+    "lds_latency_cycles", "shuffle_latency_cycles", "reduction_latency_cycles", "fp32_lanes_per_cu",
     "int32_lanes_per_cu", "bit_lanes_per_cu", "sfu_lanes_per_cu", "lds_bytes_per_clock_per_cu",
 )
 
@@ -70,6 +70,7 @@ class GPU:
     tco_usd_per_gpu_hour: float
     # Constants of the cycle-level cost model (per-workgroup latency chains, Little's law, issue rates).
     boost_clock_hz: float  # SM/CU clock of latency- and issue-bound kernels (max boost); clock_hz gives the dense peak
+    matmul_clock_hz: float  # SM/CU clock while matrix units run sustained (the power limit); <= clock_hz
     dram_latency_s: float  # idle load-to-use latency of an HBM access that misses L2 (pointer chase)
     l2_latency_s: float  # load-to-use latency of an L2 hit, L1 bypassed
     l2_bandwidth_bytes_per_s: float  # whole-GPU L2 read bandwidth
@@ -81,7 +82,7 @@ class GPU:
     mma_latency_cycles: float  # dependent smallest bf16 matrix instruction (mma.sync m16n8k16; MFMA 16x16x16/32)
     lds_latency_cycles: float  # shared memory (LDS) load-to-use
     shuffle_latency_cycles: float  # one cross-lane exchange step (shfl.sync; DPP, ds_swizzle, ds_bpermute)
-    barrier_latency_cycles: float  # one workgroup barrier round trip with all waves arriving together
+    reduction_latency_cycles: float  # a sum across the warps of a workgroup: shuffles, LDS exchange, barrier, round trip
     fp32_lanes_per_cu: float  # fp32 FMA operations per clock per CU (SM), non-matrix
     int32_lanes_per_cu: float  # int32 add/mul operations per clock per CU (SM)
     bit_lanes_per_cu: float  # logic/shift operations per clock per CU (SM)

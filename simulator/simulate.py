@@ -152,7 +152,8 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
     host = HostCopies(block_bytes, deployment.gpu.host_link_bytes_per_s * PCIE_EFFICIENCY,
                       scenario.cache.offload_overlap)
     drafts = scenario.spec_decode.drafts
-    cost = CycleCost(deployment, build_fabric(platform, deployment.gpu), load_calibration(deployment.gpu.name, cost_model=scenario.cost.model),
+    calib = load_calibration(deployment.gpu.name, cost_model=scenario.cost.model)
+    cost = CycleCost(deployment, build_fabric(platform, deployment.gpu), calib,
                      quickreduce=quickreduce, host=host, drafts=drafts)
     acceptance = acceptance_of(scenario)
     config = EngineConfig(

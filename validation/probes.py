@@ -26,7 +26,7 @@ What each constant is, and its rows:
 - `alu_latency_cycles`, `int_latency_cycles`, `sfu_latency_cycles`: one thread's dependent chain of FFMA,
   IMAD, MUFU.EX2 (cycles per instruction on the chain).
 - `mma_latency_cycles`: cycles per dependent `tl.dot` of 16x16x16 bf16 with one warp (mma.sync m16n8k16).
-- `barrier_latency_cycles`: one round of a dependent cross-warp sum with 4 warps (shuffles, a shared store,
+- `reduction_latency_cycles`: one round of a dependent cross-warp sum with 4 warps (shuffles, a shared store,
   a barrier, a shared load; Triton emits a second barrier ahead of the next round's store).
 - `lds_bytes_per_clock_per_cu`: bytes stored plus loaded through shared memory per clock per SM by a
   [128, 128] fp32 layout conversion (scalar 4 B accesses, as Triton emits them; below the hardware peak).
@@ -35,6 +35,7 @@ What each constant is, and its rows:
 from __future__ import annotations
 
 import csv
+import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -60,6 +61,8 @@ _OWN_COLUMNS = {
     "mma": (("m", "n", "k", "num_warps", "dots"), ("cycles_per_dot",)),
     "smem": (("what", "num_warps", "programs", "rounds", "bytes_per_round"),
              ("cycles_per_round", "bytes_per_clock_per_sm", "bytes_per_s_per_sm")),
+    "clock": (("load", "seconds", "samples", "work_per_op"),
+              ("sm_clock_mhz_median", "sm_clock_mhz_min", "power_w_median", "work_per_s")),
 }
 PROBES = tuple(_OWN_COLUMNS)
 COLUMNS = {name: (*own, *TIMING_COLUMNS, *derived, *PROVENANCE_COLUMNS)
@@ -99,6 +102,9 @@ class ProbeConstants:
     hbm_read_bandwidth_bytes_per_s: float | None = None
     launch_graph_node_s: float | None = None
     kernel_floor_s: float | None = None
+    launch_eager_s: float | None = None
+    matmul_clock_hz: float | None = None
+    copy_clock_hz: float | None = None
     fp32_lanes_per_cu: float | None = None
     int32_lanes_per_cu: float | None = None
     bit_lanes_per_cu: float | None = None
@@ -107,7 +113,7 @@ class ProbeConstants:
     sfu_latency_cycles: float | None = None
     int_latency_cycles: float | None = None
     mma_latency_cycles: float | None = None
-    barrier_latency_cycles: float | None = None
+    reduction_latency_cycles: float | None = None
     lds_bytes_per_clock_per_cu: float | None = None
     sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
@@ -198,7 +204,7 @@ def halfway_footprint(footprints: Sequence[float], bandwidths: Sequence[float], 
     """First footprint where bandwidth falls below (high + low) / 2, interpolated in log footprint."""
     threshold = 0.5 * (high + low)
     pts = sorted(zip(footprints, bandwidths, strict=True))
-    for (f1, b1), (f2, b2) in zip(pts, pts[1:], strict=False):
+    for (f1, b1), (f2, b2) in itertools.pairwise(pts):
         if b1 >= threshold > b2:
             frac = (b1 - threshold) / (b1 - b2)
             return math.exp(math.log(f1) + frac * (math.log(f2) - math.log(f1)))
@@ -304,7 +310,19 @@ def _floor(t: _Table) -> Derived:
         _one(t, "launch_graph_node_s", "time_s_median", {"variant": "empty", "launch_mode": "graph"}, " (per node)"),
         _one(t, "kernel_floor_s", "time_s_median", {"variant": "load_store_1", "launch_mode": "graph"},
              " (per node)"),
+        _one(t, "launch_eager_s", "time_s_median", {"variant": "torch_add_256", "launch_mode": "eager"},
+             " (per launch, host included)"),
     )
+
+
+def _clock(t: _Table) -> Derived:
+    values: dict[str, float | None] = {}
+    notes: dict[str, str] = {}
+    for key, load in (("matmul_clock_hz", "matmul_bf16_8192"), ("copy_clock_hz", "copy_1gib")):
+        v, n = _one(t, key, "sm_clock_mhz_median", {"load": load}, " (MHz)")
+        values[key] = None if v.get(key) is None else v[key] * 1e6
+        notes.update(n)
+    return values, notes
 
 
 def _issue(t: _Table) -> Derived:
@@ -322,7 +340,7 @@ def _mma(t: _Table) -> Derived:
 
 def _smem(t: _Table) -> Derived:
     return _merge(
-        _one(t, "barrier_latency_cycles", "cycles_per_round", {"what": "reduce_round_trip",
+        _one(t, "reduction_latency_cycles", "cycles_per_round", {"what": "reduce_round_trip",
                                                                "num_warps": BARRIER_WARPS}, ""),
         _one(t, "lds_bytes_per_clock_per_cu", "bytes_per_clock_per_sm", {"what": "layout_conversion"}, ""),
     )
@@ -335,11 +353,13 @@ _DERIVATIONS: dict[str, tuple[Callable[[_Table], Derived], tuple[str, ...], tupl
                    "block_elems", "num_warps"),
             ("loaded_latency_s", "cu_bandwidth_bytes_per_s", "mlp_smoothness", "hbm_read_bandwidth_bytes_per_s")),
     "l2": (_l2, ("footprint_bytes", "bytes_per_s"), ("l2_bandwidth_bytes_per_s", "l2_reuse_footprint_bytes")),
-    "floor": (_floor, ("variant", "launch_mode", "time_s_median"), ("launch_graph_node_s", "kernel_floor_s")),
+    "floor": (_floor, ("variant", "launch_mode", "time_s_median"),
+              ("launch_graph_node_s", "kernel_floor_s", "launch_eager_s")),
     "issue": (_issue, ("op", "mode", "ops_per_clock_per_sm", "cycles_per_op"), (*ISSUE_LANES, *ISSUE_LATENCY)),
     "mma": (_mma, ("m", "n", "k", "num_warps", "cycles_per_dot"), ("mma_latency_cycles",)),
     "smem": (_smem, ("what", "num_warps", "cycles_per_round", "bytes_per_clock_per_sm"),
-             ("barrier_latency_cycles", "lds_bytes_per_clock_per_cu")),
+             ("reduction_latency_cycles", "lds_bytes_per_clock_per_cu")),
+    "clock": (_clock, ("load", "sm_clock_mhz_median"), ("matmul_clock_hz", "copy_clock_hz")),
 }
 
 

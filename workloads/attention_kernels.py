@@ -188,12 +188,12 @@ class MlaDecode(KernelKind):
 
         Per trip: the score tile's accumulator chain over the 576-wide row and the output's over block_n
         rows; the row max and the row sum, each a reduction over block_n columns that the warps split
-        (shuffles, then LDS and a barrier); two exponentials; P moved from the accumulator to the operand
-        layout through LDS; and the barrier that hands over the next pipeline stage.
+        (a cross-warp reduction each); two exponentials; P moved from the accumulator to the operand layout
+        through LDS; and the LDS barrier that hands over the next pipeline stage.
         """
         bn, warps = self.block_n, max(1, self.threads // 32)
         narrow = self.kv_dtype.bits <= 8
-        chain = (Chain(mma=mma_steps(width, narrow) + mma_steps(bn, narrow), sfu=2, alu=3, lds=1, barrier=1)
+        chain = (Chain(mma=mma_steps(width, narrow) + mma_steps(bn, narrow), sfu=2, alu=3, lds=2)
                  + 2 * reduction_chain(bn, warps, 32))
         hpw = self.heads_per_workgroup
         # instructions per warp: its share of the matrix instructions (16x8x16 each) with one operand load

@@ -150,7 +150,7 @@ class KdaPrefill(KernelKind):
             # per chunk: its transition (K x K fp32) loaded one chunk ahead, the K-deep product, and the
             # state slice through LDS to the next product's operand layout
             program=Program(trips=n, trip_load_bytes=kd * kd * _FP32_BYTES, prefetch=1,
-                            trip_chain=Chain(mma=mma_steps(kd), lds=1, barrier=1), setup_chain=Chain(dram=1)),
+                            trip_chain=Chain(mma=mma_steps(kd), lds=1), setup_chain=Chain(dram=1)),
         )
         replay = launch(
             # v_new (2cKV), q.h (2cKV) and A_qk.v_new (2c^2 V), from the chunk's start state
@@ -175,7 +175,7 @@ class KdaPrefill(KernelKind):
         chunk's c columns spread over the warps, and its update.
         """
         warps = max(1, self.threads // 32)
-        setup = Chain(dram=1, mma=2 * mma_steps(self.key_dim) + 2 * mma_steps(c), sfu=2, lds=4, barrier=4)
+        setup = Chain(dram=1, mma=2 * mma_steps(self.key_dim) + 2 * mma_steps(c), sfu=2, lds=4)
         per_thread = c * c / self.threads
         macs = c * c * (2 * self.key_dim + self.key_dim + self.value_dim)  # A_kk, A_qk, then w and u
         return Program(trips=c - 1, trip_chain=reduction_chain(c, warps, 32) + Chain(alu=2),
@@ -192,7 +192,7 @@ class KdaPrefill(KernelKind):
         kd, bv, warps = self.key_dim, self.block_v, max(1, self.threads // 32)
         load = c * (3 * kd + bv) * _BF16_BYTES + c * c * _FP32_BYTES
         macs = c * kd * bv * 3 + c * c * bv
-        chain = Chain(mma=mma_steps(kd) + 2 * mma_steps(c), lds=2, barrier=2, alu=2, sfu=1)
+        chain = Chain(mma=mma_steps(kd) + 2 * mma_steps(c), lds=2, alu=2, sfu=1)
         return Program(trips=trips, trip_load_bytes=load, prefetch=1, trip_chain=chain,
                        trip_instructions=2 * macs / (16 * 8 * 16) / warps + kd * bv * 3 / self.threads,
                        setup_chain=Chain(dram=1))

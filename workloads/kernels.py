@@ -48,12 +48,13 @@ def _gemm_program(depth: int, rows: int, tile_n: int, tile_k: int, stages: int, 
                   shared: bool) -> Program:
     """A GEMM tile: k / tile_k trips, each loading `rows` of A and a B tile `stages - 1` trips ahead (cp.async or TMA
     pipelines; buffer_load on CDNA), and feeding the accumulators tile_k deep; the matrix rate itself is the
-    roofline's compute term. With several row blocks (`shared`) the B tiles are shared through L2, so trips
-    hit L2 and HBM sees the launch's bytes (the roofline's memory term); with one (decode) each column block
-    streams its weights from HBM. Setup: the first stage's round trip."""
-    return Program(trips=cdiv(depth, tile_k), trip_load_bytes=dtype.storage_bytes((rows + tile_n) * tile_k),
-                   prefetch=max(1, stages - 1), trip_chain=Chain(mma=mma_steps(tile_k, dtype.bits <= 8)),
-                   setup_chain=Chain(dram=1), l2_hits=shared)
+    roofline's compute term. With several row blocks (`shared`) the tiles are shared through L2 (and TMA
+    multicast), which the published matmul efficiencies already price, so only the accumulator chain and the
+    first stage's round trip are added; with one row block (decode) each column block streams its weights
+    from HBM, `stages - 1` trips ahead, and Little's law applies."""
+    loads = 0.0 if shared else dtype.storage_bytes((rows + tile_n) * tile_k)
+    return Program(trips=cdiv(depth, tile_k), trip_load_bytes=loads, prefetch=max(1, stages - 1),
+                   trip_chain=Chain(mma=mma_steps(tile_k, dtype.bits <= 8)), setup_chain=Chain(dram=1))
 
 
 def row_program(row_bytes: float, values: int, threads: int) -> Program:

@@ -58,18 +58,8 @@ def _c(layer: int, name: str, depends: Depends, op: CollectiveOp, payload: float
 
 
 def _gemm(d: Deployment, part: Part, m: int, n: int, k: int) -> Gemm:
-    """A projection as a BLAS would run it: split over k when its output tiles cannot fill the GPU.
-
-    Assumption (hipBLASLt and cuBLAS heuristics pick split-K or stream-K for skinny shapes): the
-    smallest split that gives every CU a tile, keeping at least 256 of k per split.
-    """
-    dtype = _math_dtype(d, part)
-    tile = tiles.gemm_tiles(d.gpu, dtype=dtype).fields  # the GPU family's library tile, sized to fit
-    output_tiles = cdiv(m, tile["tile_m"]) * cdiv(n, tile["tile_n"])
-    split = 1
-    if output_tiles < d.gpu.compute_units:
-        split = max(1, min(d.gpu.compute_units // output_tiles, k // 256))
-    return _make(Gemm, m=m, n=n, k=k, dtype=dtype, split_k=split, **tile)
+    """A projection as a BLAS would run it on the deployment's GPU (`tiles.blas_gemm`)."""
+    return tiles.blas_gemm(d.gpu, m, n, k, _math_dtype(d, part))
 
 
 def _math_dtype(d: Deployment, part: Part) -> Dtype:

@@ -418,3 +418,18 @@ def describe(kernel: KernelKind, gpu: GPU) -> dict[str, Any] | None:
     if held != config.fields:
         out["why"] = "set by the caller"
     return out
+
+
+def blas_gemm(gpu: GPU, m: int, n: int, k: int, dtype: Dtype = Dtype.BF16) -> Gemm:
+    """A GEMM as a BLAS would run it: the GPU family's library tile, split over k when its output tiles
+    cannot fill the GPU.
+
+    Assumption (hipBLASLt and cuBLAS heuristics pick split-K or stream-K for skinny shapes): the
+    smallest split that gives every CU a tile, keeping at least 256 of k per split.
+    """
+    tile = gemm_tiles(gpu, dtype=dtype).fields
+    output_tiles = -(-m // tile["tile_m"]) * -(-n // tile["tile_n"])
+    split = 1
+    if output_tiles < gpu.compute_units:
+        split = max(1, min(gpu.compute_units // output_tiles, k // 256))
+    return Gemm(m=m, n=n, k=k, dtype=dtype, split_k=split, **tile)

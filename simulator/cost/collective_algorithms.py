@@ -14,8 +14,8 @@ compute in one launch, so they overlap), plus one synchronization (the route's l
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
 from enum import Enum
 
 from hwmodels.calibration import Calibration
@@ -48,6 +48,9 @@ class Phase:
     transfers: tuple[Transfer, ...]
     kernels: tuple[KernelKind, ...] = ()
     steps: int = 1  # identical repetitions (ring steps)
+    # True: the phase is a kernel launch of its own (QuickReduce runs three, each waiting on the flags its
+    # peers' previous kernel wrote); False: it runs inside the collective's one launch.
+    own_launch: bool = False
 
 
 @dataclass(frozen=True)
@@ -98,12 +101,16 @@ def allreduce_phases(algorithm: Algorithm, size_bytes: float, n: int, fabric: Fa
                 Phase("all-gather", _all_to_peers(n, slice_bytes))]
     wire = codec.wire_bytes(max(1, values // n))  # one rank's slice, in tiles
     slice_values = max(1, values // n)
+    # Three launches; each waits for its peers' flags (a zero-byte flow: the route's latency), and the
+    # last one reads what the peers' reduce kernels wrote into this rank's buffer.
     return [
         Phase("quantize + scatter", _all_to_peers(n, wire),
-              (Quantize(values=max(1, values), codec=codec),)),
+              (Quantize(values=max(1, values), codec=codec),), own_launch=True),
         Phase("reduce + requantize + gather", _all_to_peers(n, wire),
-              (Dequantize(values=slice_values * n, codec=codec), Quantize(values=slice_values, codec=codec))),
-        Phase("dequantize", (), (Dequantize(values=max(1, values), codec=codec),)),
+              (Dequantize(values=slice_values * n, codec=codec), Quantize(values=slice_values, codec=codec)),
+              own_launch=True),
+        Phase("dequantize", _all_to_peers(n, 0), (Dequantize(values=max(1, values), codec=codec),),
+              own_launch=True),
     ]
 
 
@@ -136,17 +143,50 @@ def wire_bytes_per_rank(phases: Sequence[Phase], n: int) -> float:
     return sum(p.steps * sum(t.size_bytes for t in p.transfers if t.src == gpu_node(0)) for p in phases)
 
 
+def _busy_s(kernels: Sequence[KernelKind], gpu: GPU, calib: Calibration, mode: LaunchMode, launch_s: float) -> float:
+    """Seconds the kernels keep the GPU busy, back to back, without their launch overheads."""
+    launched = [w for k in kernels for w in k.launches()]
+    return launches_time_s(launched, gpu, calib, mode) - len(launched) * launch_s
+
+
+def _first_tile(kernel: KernelKind) -> KernelKind:
+    """The kernel over one codec tile: what must be ready before the first bytes can leave."""
+    if isinstance(kernel, Quantize):
+        return replace(kernel, values=min(kernel.values, kernel.codec.tile_values))
+    return kernel
+
+
+# Maps a phase's kernel to the kernel that is timed in its place (e.g. a validation's compiled counts).
+KernelAs = Callable[[Phase, KernelKind], KernelKind]
+
+
 def phases_time(phases: Sequence[Phase], algorithm: Algorithm, fabric: Fabric, gpu: GPU, calib: Calibration,
-                mode: LaunchMode) -> CollectiveTime:
-    """Seconds of the phases on `fabric`: each the slower of its transfers and kernels, plus one launch."""
+                mode: LaunchMode, kernel_as: KernelAs | None = None) -> CollectiveTime:
+    """Seconds of the phases on `fabric`: each the slower of its transfers and kernels, plus one launch.
+
+    `kernel_as(phase, kernel)`, when given, replaces each phase kernel before it is timed (the transfers stay).
+    """
     timed = []
-    for phase in phases:
-        link_s = max(transfer_finish_s(fabric, phase.transfers), default=0.0)
-        kernel_s = launches_time_s((w for k in phase.kernels for w in k.launches()), gpu, calib, mode)
-        # the collective is one launch: kernels' own launch overheads do not repeat inside it
-        kernel_s -= sum(len(k.launches()) for k in phase.kernels) * launch_overhead_s(gpu, calib, mode)
-        timed.append((phase.name, phase.steps * max(link_s, kernel_s)))
     launch = launch_overhead_s(gpu, calib, mode)
+
+    def timed_as(phase: Phase, kernels: Sequence[KernelKind]) -> tuple[KernelKind, ...]:
+        return tuple(kernels) if kernel_as is None else tuple(kernel_as(phase, k) for k in kernels)
+
+    for phase in phases:
+        kernel_s = _busy_s(timed_as(phase, phase.kernels), gpu, calib, mode, launch)
+        if phase.own_launch:
+            # the first tile is loaded and encoded before anything is sent, and after its last store the
+            # kernel fences its peer writes (a round trip on the route) before it raises the flags
+            lead_s = _busy_s(timed_as(phase, [_first_tile(k) for k in phase.kernels]), gpu, calib, mode, launch)
+            transfers = tuple(replace(t, start_s=lead_s) for t in phase.transfers)
+            fence_s = max((sum(link.latency_s for link in fabric.route(t.src, t.dst)) for t in transfers), default=0.0)
+            link_s = max(transfer_finish_s(fabric, transfers), default=0.0) + fence_s
+            timed.append((phase.name, phase.steps * (launch + max(link_s, kernel_s))))
+            continue
+        link_s = max(transfer_finish_s(fabric, phase.transfers), default=0.0)
+        timed.append((phase.name, phase.steps * max(link_s, kernel_s)))
+    if any(p.own_launch for p in phases):
+        launch = 0.0  # every phase paid its own
     n = fabric.gpus
     return CollectiveTime(
         time_s=launch + sum(t for _, t in timed),

@@ -16,6 +16,7 @@ from hwmodels.calibration import Calibration
 from hwmodels.interconnect import Fabric
 from hwmodels.roofline import kernel_time
 from simulator.cost.collective_policy import collective_time
+from simulator.cost.workgroup_des import dispatch_s
 from workloads.codecs import Codec
 from workloads.kernel_base import KernelKind
 from workloads.step import StepPlan
@@ -60,8 +61,8 @@ def time_plan(plan: StepPlan, fabric: Fabric, calib: Calibration, quickreduce: C
         if item.kernel is not None:
             launched = timed.kernels.get(item.kernel)
             if launched is None:
-                launched = [(w.family.value if w.family else "other", kernel_time(w, d.gpu, calib, mode).time_s)
-                            for w in item.kernel.launches()]
+                launched = [(w.family.value if w.family else "other",
+                             kernel_time(w, d.gpu, calib, mode, dispatch_s).time_s) for w in item.kernel.launches()]
                 timed.kernels[item.kernel] = launched
             for family, t in launched:
                 by_family[family] = by_family.get(family, 0.0) + t

@@ -190,7 +190,7 @@ CYCLE_MODEL_KEYS = {  # YAML key -> dataclass field, for the cycle-level cost mo
     "cu_bandwidth_gb_per_s": "cu_bandwidth_bytes_per_s",
     "kernel_floor_us": "kernel_floor_s",
     **{k: k for k in ("alu_latency_cycles", "int_latency_cycles", "sfu_latency_cycles", "mma_latency_cycles",
-                      "lds_latency_cycles", "shuffle_latency_cycles", "barrier_latency_cycles", "fp32_lanes_per_cu",
+                      "lds_latency_cycles", "shuffle_latency_cycles", "reduction_latency_cycles", "fp32_lanes_per_cu",
                       "int32_lanes_per_cu", "bit_lanes_per_cu", "sfu_lanes_per_cu", "lds_bytes_per_clock_per_cu")},
 }
 

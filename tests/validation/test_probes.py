@@ -108,11 +108,11 @@ def test_table_constants_and_missing_probes(tmp_path):
     assert (c.launch_graph_node_s, c.kernel_floor_s) == (1.5e-6, 3e-6)
     assert (c.fp32_lanes_per_cu, c.int32_lanes_per_cu, c.bit_lanes_per_cu, c.sfu_lanes_per_cu) == (126, 63, 60, 15.8)
     assert (c.alu_latency_cycles, c.int_latency_cycles, c.sfu_latency_cycles) == (4.1, 4.5, 18)
-    assert (c.mma_latency_cycles, c.barrier_latency_cycles, c.lds_bytes_per_clock_per_cu) == (33, 120, 90)
+    assert (c.mma_latency_cycles, c.reduction_latency_cycles, c.lds_bytes_per_clock_per_cu) == (33, 120, 90)
     # No latency, mlp or l2 CSV here: those constants are None and say why.
     assert c.dram_latency_s is None and "probe_latency.csv not found" in c.sources["dram_latency_s"]
     rows = probes.summary(tmp_path)
-    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 20
+    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 23
     assert all(r[2] for r in rows)  # every constant has a note, set or not
     assert "kernel_floor_s" in probes.format_summary(rows)
 

@@ -11,10 +11,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from hwmodels.dtypes import Dtype
+from hwmodels.spec import load_gpu
 from validation.comparison import TORCH_DTYPES, Comparison
 from validation.comparison import compare as compare_row
 from validation.suites import BF16, EAGER, ELEMENT_BYTES, FP8, LAUNCH_MODES
-from workloads.kernels import Gemm
+from workloads.tiles import blas_gemm
 
 SUITE = "gemm"
 SHAPE_COLUMNS = ("m", "n", "k")
@@ -100,4 +102,5 @@ def compare(row: dict[str, str], gpu_name: str) -> Comparison:
     m, n, k = int(row["m"]), int(row["n"]), int(row["k"])
     dtype = TORCH_DTYPES.get(row["dtype"], row["dtype"])
     regime = "prefill" if m >= 1024 else "decode"
-    return compare_row(row, Gemm(m=m, n=n, k=k, dtype=dtype), gpu_name, f"{m}x{n}x{k}", f"gemm {dtype} {regime}")
+    gemm = blas_gemm(load_gpu(gpu_name), m, n, k, Dtype(dtype))  # the tiles and split the engine would use
+    return compare_row(row, gemm, gpu_name, f"{m}x{n}x{k}", f"gemm {dtype} {regime}")

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from validation.companion.bench.sass import count
 
 # A hand-written main path: 3 instructions, a 3-instruction loop, a skipped division slow path, EXIT, then a
@@ -27,3 +29,38 @@ SASS = """
 def test_count_splits_prologue_and_loop_and_skips_slow_paths():
     # main path: 11 instructions to EXIT, 3 of them the loop, 4 the skipped slow-path call
     assert count(SASS) == (11 - 3 - 4, 3)
+
+
+# A 4-instruction spin-wait on an acquire read at system scope, then two copies of a 3-instruction tile loop
+# (one per peer): the spin loop is counted once, in the prologue, and the copies are the loop.
+SPIN_AND_TILES = """
+        /*0000*/                   S2R R0, SR_TID.X ;
+.L_x_0:
+        /*0010*/                   LDG.E.STRONG.SYS R2, desc[UR4][R4.64] ;
+        /*0020*/                   CCTL.IVALL ;
+        /*0030*/                   ISETP.GE.AND P0, PT, R2, R3, PT ;
+        /*0040*/              @!P0 BRA `(.L_x_0) ;
+.L_x_1:
+        /*0050*/                   LDG.E R6, desc[UR4][R8.64] ;
+        /*0060*/                   STG.E desc[UR4][R10.64], R6 ;
+        /*0070*/              @P1 BRA `(.L_x_1) ;
+        /*0080*/                   IADD3 R8, R8, 0x10, RZ ;
+.L_x_2:
+        /*0090*/                   LDG.E R6, desc[UR4][R8.64] ;
+        /*00a0*/                   STG.E desc[UR4][R12.64], R6 ;
+        /*00b0*/              @P1 BRA `(.L_x_2) ;
+        /*00c0*/                   ATOMG.E.EXCH.STRONG.SYS PT, RZ, desc[UR4][R12.64], R3 ;
+        /*00d0*/                   EXIT ;
+"""
+
+
+def test_count_takes_tile_loop_copies_as_the_loop_and_spin_loops_once():
+    # 14 instructions to EXIT: two tile loops of 3, and the rest, the spin loop's 4 once
+    assert count(SPIN_AND_TILES) == (14 - 2 * 3, 3)
+
+
+def test_count_rejects_two_different_loops():
+    # without the acquire read the spin loop is a 4-instruction loop beside the 3-instruction ones
+    different = SPIN_AND_TILES.replace("LDG.E.STRONG.SYS", "LDG.E").replace("CCTL.IVALL", "IADD3 R1, R1, 1, RZ")
+    with pytest.raises(ValueError, match="loops"):
+        count(different)

@@ -13,6 +13,8 @@ COMMANDS = {
     "quickreduce": ("validation.companion.bench.quickreduce",
                     "the quantized two-shot all-reduce through every codec, beside NCCL"),
     "sass-counts": ("validation.companion.bench.sass", "count each kernel's SASS instructions (compiled, no GPU)"),
+    "probes": ("validation.companion.bench.probes",
+               "microbenchmarks of the cost model's hardware constants, one CSV per probe"),
 }
 
 

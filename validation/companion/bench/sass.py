@@ -6,7 +6,10 @@ Each kernel of `validation/companion/kernels/` is compiled by Triton for sm_90 (
 ptxas and nvdisasm) with the specialisations its launches get on the GPU (pointers and the sizes the suites
 pass divisible by 16), disassembled, and its main path counted: the instructions up to the last EXIT, less the
 slow-path calls of IEEE division that a branch skips for normal operands. A kernel with one loop is counted as
-a prologue (everything outside the loop) and a loop body per iteration. The table it writes is read by
+a prologue (everything outside the loop) and a loop body per iteration; loops that spin on a flag count once,
+in the prologue, and the copies of a tile loop unrolled per peer count as that one loop (`count`). The
+QuickReduce all-reduce kernels are counted as the two-GPU sweep launched them: `qr_scatter`, `qr_reduce` and
+`qr_gather`, per codec, with two ranks, bf16 in and out, 4 warps. The table it writes is read by
 `validation.sass_counts`; run it with the Triton version of the measurements (their PROVENANCE.md).
 triton is imported inside the functions that compile, so `count` works without it.
 """
@@ -44,8 +47,23 @@ def _instructions(sass: str) -> tuple[list[tuple[int, str]], dict[str, int]]:
     return found, labels
 
 
+# An acquire read at GPU or system scope: what a loop polling a flag issues (`tl.atomic_add(flag, 0,
+# sem="acquire")` compiles to LDG.E.STRONG.SYS; a real atomic would be an ATOM/ATOMG).
+_SPIN_READ = re.compile(r"\b(?:LDG|LD|ATOMG|ATOM)\.[\w.]*STRONG\.(?:SYS|GPU)\b")
+# Unrolled copies of one tile loop (a `tl.static_range` over peers around it) differ by a few address
+# instructions; bodies further apart than this are different loops, which count() does not handle.
+_COPY_TOLERANCE = 0.1
+
+
 def count(sass: str) -> tuple[int, int]:
-    """(prologue, loop body) instructions per thread on the main path; a kernel may hold at most one loop."""
+    """(prologue, loop body) instructions per thread on the main path.
+
+    A loop is a backward branch and the instructions from its target to it. A loop that polls a flag (an
+    acquire read at GPU or system scope, `_SPIN_READ`) is a spin-wait: counted once, in the prologue, as its
+    body runs when the flag is already set. The other loop is the kernel's loop; a kernel may hold several
+    disjoint copies of it (unrolled by a static loop around it, e.g. one per peer rank): the loop body is then
+    their mean per iteration (rounded half up) and the prologue everything outside them.
+    """
     found, labels = _instructions(sass)
     last_exit = max(a for a, t in found if "EXIT" in t)
     main = [(a, t) for a, t in found if a <= last_exit]
@@ -54,17 +72,24 @@ def count(sass: str) -> tuple[int, int]:
         target = re.search(r"BRA.*\.(L_x_\d+)", t)
         if target and labels[target.group(1)] < a:
             loops.append((labels[target.group(1)], a))
-    if len(loops) > 1:
-        raise ValueError(f"{len(loops)} loops: count() handles one")
 
     def issued(part: list[tuple[int, str]]) -> int:
         return len(part) - _SKIPPED_PER_CALL * sum("CALL" in t for _, t in part)
 
-    if not loops:
+    bodies = [[(a, t) for a, t in main if start <= a <= end] for start, end in loops]
+    tile = [(loop, body) for loop, body in zip(loops, bodies, strict=True)
+            if not any(_SPIN_READ.search(t) for _, t in body)]
+    if not tile:
         return issued(main), 0
-    start, end = loops[0]
-    body = [(a, t) for a, t in main if start <= a <= end]
-    return issued(main) - issued(body), issued(body)
+    for (s1, e1), _ in tile:
+        for (s2, e2), _ in tile:
+            if (s1, e1) != (s2, e2) and s1 <= s2 and e2 <= e1:
+                raise ValueError(f"nested loops at {s2:#x} in {s1:#x}: count() handles one loop")
+    sizes = [issued(body) for _, body in tile]
+    if max(sizes) - min(sizes) > _COPY_TOLERANCE * max(sizes):
+        raise ValueError(f"{len(tile)} loops of {sizes} instructions: count() handles one (and its copies)")
+    per_trip = (2 * sum(sizes) + len(sizes)) // (2 * len(sizes))  # the mean, rounded half up
+    return issued(main) - sum(sizes), per_trip
 
 
 def _compile(fn, signature: dict[str, str], constexprs: dict, num_warps: int, aligned: tuple[str, ...] = (),
@@ -162,6 +187,33 @@ def _cases():
                        mla_decode.NUM_WARPS, (), 3)
 
 
+def _allreduce_cases():
+    """The three kernels of `allreduce.py` per codec, as the two-GPU sweep (`bench quickreduce`) launched them:
+    WORLD=2, bf16 input and output (so CAST_FP16), 4 warps; the int64 address tables and the flag, epoch and
+    error words are torch tensors (16-byte aligned), n is a multiple of 16 at every swept size, and the
+    arguments of `allreduce.NO_SPEC` are not specialized."""
+    from validation.companion.bench.quickreduce import NUM_WARPS
+    from validation.companion.kernels import allreduce as ar
+    from validation.companion.kernels import codecs
+
+    world, runtime = 2, {name: "i32" for name in ar.NO_SPEC}
+    tables = {"flags": "*i64", "epochs": "*i32"}
+    for codec in codecs.CODECS:
+        common = {"WORLD": world, "CODEC": codecs.CODEC_ID[codec], "TB": codecs.tile_bytes(codec),
+                  "TILE": codecs.TILE_VALUES}
+        constexpr = dict.fromkeys(common, "constexpr")
+        scatter = {"x_ptr": "*bf16", "n": "i32", "bufs1": "*i64", **tables, "rank": "i32", "n_tiles": "i32",
+                   "seg": "i32", "g_cap": "i32", **constexpr, "CAST_FP16": "constexpr"}
+        reduce = {"bufs1": "*i64", "bufs2": "*i64", **tables, "err": "*i32", **runtime, **constexpr,
+                  "WORDS": "constexpr"}
+        gather = {"out_ptr": "*bf16", "n": "i32", "bufs2": "*i64", **tables, "err": "*i32", **runtime,
+                  **constexpr}
+        yield ("qr_scatter", codec, ar._scatter_kernel, scatter, {**common, "CAST_FP16": True}, NUM_WARPS, ("n",), 3)
+        yield ("qr_reduce", codec, ar._reduce_kernel, reduce, {**common, "WORDS": ar._words(codec)}, NUM_WARPS,
+               (), 3)
+        yield ("qr_gather", codec, ar._gather_kernel, gather, common, NUM_WARPS, ("n",), 3)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="the CSV to write, e.g. validation/data/sass_counts/h200.csv")
 
@@ -171,7 +223,7 @@ def run(args: argparse.Namespace) -> int:
     import triton
 
     rows = []
-    for kernel, config, fn, sig, constexprs, warps, aligned, stages in _cases():
+    for kernel, config, fn, sig, constexprs, warps, aligned, stages in (*_cases(), *_allreduce_cases()):
         compiled = _compile(fn, sig, constexprs, warps, aligned, stages)
         sass, registers = _disassemble(compiled)
         prologue, loop = count(sass)

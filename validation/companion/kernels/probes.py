@@ -152,9 +152,7 @@ def copy_tile_kernel(src_ptr, dst_ptr, BLOCK: tl.constexpr):
 
 @triton.jit
 def _step(x, a, b, OP: tl.constexpr):
-    if OP == 0:  # fp32 fma
-        y = x * a + b
-    elif OP == 1:  # int32 multiply-add, wrapping
+    if OP == 0 or OP == 1:  # fp32 fma, or int32 multiply-add (wrapping): the dtype of x decides
         y = x * a + b
     elif OP == 2:  # xor-shift: two shifts and one three-input xor (an invertible map: never collapses to 0)
         y = (x ^ (x >> 7)) ^ (x >> 3)
@@ -201,11 +199,8 @@ def issue_ref(op: str, x: np.ndarray, a, b, steps: int) -> np.ndarray:
         v = v & mask
         return np.where(v >= 1 << 31, v - (1 << 32), v)
 
-    for _ in range(steps):
-        if op == "int32_mad":
-            y = wrap(y * int(a) + int(b))
-        else:  # arithmetic right shift of the signed value, as Triton does for int32
-            y = (y ^ (y >> 7)) ^ (y >> 3)
+    for _ in range(steps):  # bit: arithmetic right shifts of the signed value, as Triton's int32 >>
+        y = wrap(y * int(a) + int(b)) if op == "int32_mad" else (y ^ (y >> 7)) ^ (y >> 3)
     return y
 
 

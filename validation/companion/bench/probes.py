@@ -1,0 +1,701 @@
+"""`probes`: microbenchmarks of the hardware constants of the cycle-level cost model, one CSV per probe.
+
+    python -m validation.companion.bench probes --out DIR              # every probe; DIR defaults to $OUT
+    python -m validation.companion.bench probes --only mlp l2 --quick  # a subset, fewer configurations
+
+Each probe isolates one mechanism the model charges for, and its CSV (`probe_<name>.csv`, columns in
+`validation.probes.COLUMNS`) holds the probe's own shape columns, the timing columns (median, p10, p90
+of >= 20 CUDA-event samples after warm-up), the per-row derived values and provenance, with the SM clock
+nvidia-smi read before and after the probe. `validation.probes` derives the constants from the CSVs; the
+summary printed at the end is its table. Cycles come from `%clock64` inside the kernel (the SM's own
+counter, so they do not depend on the clock nvidia-smi samples); per-SM rates use, for each SM, the span
+from its first program's start to its last program's end.
+
+The probes, what each measures, and the GPU time each takes on one NVIDIA H200 (compilation included,
+about 1-2 s per distinct kernel configuration; ~30 configurations in all):
+
+- latency (~8 s): dependent-load latency of L2 and HBM (pointer chase over 16 KiB to 2 GiB).
+- mlp (~25 s): read bandwidth per SM against bytes in flight per SM: latency under load and per-SM cap.
+- l2 (~8 s): bandwidth of repeated reads of a footprint: the L2 plateau and where reuse falls out of L2.
+- floor (~5 s): per-node time of tiny kernels in a CUDA graph: the launch floor and one DRAM round trip.
+- issue (~18 s): issue rate and dependent latency of FFMA, IMAD, shift/LOP3 and MUFU.EX2.
+- mma (~8 s): latency of a dependent chain of `tl.dot` (mma.sync, wgmma).
+- smem (~6 s): a cross-warp reduction's round trip, and shared-memory bandwidth of a layout conversion.
+
+Total about 80 s, under 2 min with start-up (`--quick`: about half). Every probe runs in its own
+try/except: a failure is recorded, printed, and the next probe runs; each CSV is written when its probe ends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import re
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from validation import probes as spec
+from validation.companion.bench.output import output_folder, report_failures
+from validation.measure_output import write_csv_atomic
+
+KIB = 1 << 10
+MIB = 1 << 20
+GIB = 1 << 30
+
+# latency: footprints from L1-sized (served by L2: loads bypass L1) through L2 (60 MiB) to far past it.
+CHASE_FOOTPRINTS = (16 * KIB, 256 * KIB, 4 * MIB, 16 * MIB, 32 * MIB, 256 * MIB, 2 * GIB)
+CHASE_FOOTPRINTS_QUICK = (16 * KIB, 4 * MIB, 2 * GIB)
+CHASE_STEPS = 4096
+CHASE_WARM_MAX = 32 * MIB  # footprints up to this are read once before timing, so they start L2-resident
+CLOCK_SAMPLES = 5  # launches whose %clock64 records are read back, per configuration
+
+# mlp: 1 GiB of fp32; each sample reads at most MLP_ITERS blocks per program, starting where the last ended.
+MLP_BUFFER_BYTES = 1 * GIB
+MLP_ITERS = 512
+MLP_PROGRAMS_PER_SM = (1, 2, 4)
+MLP_BLOCKS = (256, 1024, 4096, 16384)
+MLP_WARPS = (1, 4, 8)
+MLP_SMALL_GRIDS = (1, 4, 16, 33, 66)  # one program on each of that many SMs: BLOCK 4096, 4 warps
+MLP_MAX_ELEMS_PER_THREAD = 64  # above this the accumulator and the loaded block spill registers: skipped
+MLP_QUICK = {"programs_per_sm": (1, 4), "blocks": (1024, 4096), "warps": (4,), "small_grids": (1, 33)}
+
+# l2: grid of 8 programs per SM, 8 warps, 4 KiB blocks; each sample reads ~1 GiB from the footprint.
+L2_FOOTPRINTS_MIB = (1, 4, 8, 16, 24, 32, 40, 48, 56, 64, 96, 128, 512)
+L2_FOOTPRINTS_MIB_QUICK = (4, 16, 32, 48, 64, 128, 512)
+L2_PROGRAMS_PER_SM = 8
+L2_WARPS = 8
+L2_BLOCK = 1024
+L2_ITERS = 256
+
+# floor: 100-node graphs; every node touches its own addresses, 1 MiB apart; L2 flushed before each sample.
+FLOOR_NODES = 100
+FLOOR_NODE_STRIDE = MIB
+FLOOR_FLUSH_BYTES = 256 * MIB
+FLOOR_SAMPLES = 30
+
+# issue: trips of ISSUE_UNROLL steps; two trip counts, so fixed costs (loads, prologue) cancel in dependent mode.
+ISSUE_TRIPS = 256  # 4096 steps per chain at the larger count: 2 x 256 trips
+ISSUE_THROUGHPUT = {"chains": 8, "warps": 8, "programs_per_sm": 4}  # 32 warps per SM, 8 independent chains
+ISSUE_OPS_QUICK = ("fp32_fma", "exp2")
+
+MMA_SHAPES = ((16, 16, 16, 1), (16, 16, 16, 4), (16, 32, 16, 1), (16, 32, 16, 4), (64, 64, 16, 4))
+MMA_SHAPES_QUICK = ((16, 16, 16, 1), (64, 64, 16, 4))
+MMA_DOTS = 512  # and twice that
+
+REDUCE_WARPS = (4, 8)
+REDUCE_ROUNDS = 512  # and twice that
+TRANSPOSE_T = 128
+TRANSPOSE_WARPS = 8
+TRANSPOSE_PROGRAMS_PER_SM = 2
+TRANSPOSE_ROUNDS = 256
+
+
+USE_CLOCK = True  # read %clock64 in the kernels (the Triton interpreter cannot)
+
+
+class ProbeError(RuntimeError):
+    """A probe computed a wrong result or could not be measured."""
+
+
+def _mhz(text: str) -> float | None:
+    m = re.match(r"\s*([\d.]+)\s*MHz", text)
+    return float(m.group(1)) if m else None
+
+
+def sm_clock_mhz() -> float | None:
+    """The SM clock nvidia-smi reads now, in MHz; None if it cannot."""
+    from validation.companion.bench.timing import _nvidia_smi
+
+    return _mhz(_nvidia_smi("clocks.sm"))
+
+
+def _per_sm_rate(clk, work_per_program: float) -> float:
+    """Median over SMs of (work of the SM's programs) / (cycles from its first start to its last end).
+
+    clk: int64 [programs, 3] of (start, end, sm id) from `record_clock`.
+    """
+    import numpy as np
+
+    clk = np.asarray(clk).reshape(-1, 3)
+    rates = []
+    for sm in np.unique(clk[:, 2]):
+        mine = clk[clk[:, 2] == sm]
+        span = int(mine[:, 1].max() - mine[:, 0].min())
+        if span <= 0:
+            raise ProbeError(f"SM {sm}: non-positive clock span {span}")
+        rates.append(len(mine) * work_per_program / span)
+    return float(np.median(rates))
+
+
+def _chain_cycles(launch: Callable[[int], object], clk, short: int) -> float:
+    """Cycles per step of a one-program chain: the difference of runs of 2*short and short steps, so the
+    loads ahead of the chain and the prologue cancel; median of CLOCK_SAMPLES launches of each."""
+    import numpy as np
+    import torch
+
+    spans = {}
+    for steps in (short, 2 * short):
+        values = []
+        for _ in range(CLOCK_SAMPLES):
+            launch(steps)
+            torch.cuda.synchronize()
+            c = clk.view(-1, 3)[0].cpu()
+            values.append(int(c[1] - c[0]))
+        spans[steps] = float(np.median(values))
+    per_step = (spans[2 * short] - spans[short]) / short
+    if per_step <= 0:
+        raise ProbeError(f"non-positive cycles per step: spans {spans}")
+    return per_step
+
+
+# --- the probes: each returns its rows (without provenance) ------------------------------------------
+
+
+def probe_latency(env: dict, quick: bool) -> list[dict]:
+    """Dependent-load latency by footprint: one warp chases a random cycle of 128 B lines (L1 bypassed).
+
+    The model charges one such latency for every dependent memory round trip (a decode step's chain of
+    small kernels, an index load before a gather): the L2 and HBM latencies are its two levels. Each
+    sample continues the chase where the last ended, so footprints beyond L2 keep missing; footprints up
+    to 32 MiB are read once first, so they start L2-resident. ns_per_load includes one launch per 4096
+    loads (< 1 %); cycles_per_load is from %clock64 around the loop. The 2 GiB footprint also misses the
+    TLB: that is part of a cold random access to HBM, and the 256 MiB row shows the difference.
+    """
+    import torch
+
+    from validation.companion.bench.timing import DEVICE, bench
+    from validation.companion.kernels import probes as k
+    from validation.measure_output import summarize
+
+    rows = []
+    gen = torch.Generator().manual_seed(1234)
+    for footprint in CHASE_FOOTPRINTS_QUICK if quick else CHASE_FOOTPRINTS:
+        lines = footprint // k.CACHE_LINE_BYTES
+        table = k.chase_table(lines, gen, DEVICE)
+        state = torch.zeros(1, dtype=torch.int32, device=DEVICE)
+        clk = torch.zeros(3, dtype=torch.int64, device=DEVICE)
+        if footprint <= CHASE_WARM_MAX:
+            table.sum()
+
+        def launch(table=table, state=state, clk=clk) -> None:
+            k.chase_kernel[(1,)](table, state, clk, CHASE_STEPS, USE_CLOCK=USE_CLOCK, num_warps=1)
+
+        times = bench(launch, 1, hide_host_gaps=True)
+        cycles = []
+        for _ in range(CLOCK_SAMPLES):
+            launch()
+            torch.cuda.synchronize()
+            c = clk.cpu()
+            cycles.append(int(c[1] - c[0]))
+        if int(state.item()) % (k.CACHE_LINE_BYTES // 4):
+            raise ProbeError(f"footprint {footprint}: the chase left the line heads")
+        stats = summarize(times)
+        rows.append({"footprint_bytes": footprint, "steps": CHASE_STEPS, **stats,
+                     "ns_per_load": stats["time_s_median"] / CHASE_STEPS * 1e9,
+                     "cycles_per_load": sorted(cycles)[len(cycles) // 2] / CHASE_STEPS, "cycles_from": "clock64"})
+        print(f"latency {footprint / KIB:9.0f} KiB: {rows[-1]['ns_per_load']:7.1f} ns "
+              f"{rows[-1]['cycles_per_load']:7.1f} cycles", flush=True)
+        del table
+        torch.cuda.empty_cache()
+    return rows
+
+
+def _read_launcher(src, out, programs: int, block: int, warps: int, n_blocks: int, total_blocks: int,
+                   rotate: bool, cache_global: bool) -> Callable[[], None]:
+    """A launch of `read_sum_kernel`; with `rotate`, each call starts where the previous one ended."""
+    from validation.companion.kernels import probes as k
+
+    state = {"base": 0}
+
+    def launch() -> None:
+        k.read_sum_kernel[(programs,)](src, out, state["base"], n_blocks, total_blocks, BLOCK=block,
+                                       CACHE_GLOBAL=cache_global, num_warps=warps, num_stages=1)
+        if rotate:
+            state["base"] = (state["base"] + n_blocks) % total_blocks
+
+    return launch
+
+
+def probe_mlp(env: dict, quick: bool) -> list[dict]:
+    """Read bandwidth per SM against the bytes each SM has in flight (memory-level parallelism).
+
+    A persistent read-only kernel sums 1 GiB of fp32; a program issues all of a block's loads before it
+    uses any (no prefetch: num_stages=1), so an SM with P programs of BLOCK elements has P * BLOCK * 4
+    bytes in flight. Below the knee, Little's law: bandwidth = bytes in flight / loaded latency; above
+    it, the per-SM (here: the HBM share per SM) cap. The model uses both to cost any memory-bound kernel
+    from its occupancy and tile size. Each sample reads fresh data (a rotating start), never from L2.
+    Configurations whose block does not fit in registers (> 64 fp32 per thread) are skipped.
+    """
+    import torch
+
+    from validation.companion.bench.timing import DEVICE, bench
+    from validation.measure_output import summarize
+
+    sm = env["sm_count"]
+    src = torch.randn(MLP_BUFFER_BYTES // 4, device=DEVICE, dtype=torch.float32)
+    q = MLP_QUICK if quick else {"programs_per_sm": MLP_PROGRAMS_PER_SM, "blocks": MLP_BLOCKS, "warps": MLP_WARPS,
+                                 "small_grids": MLP_SMALL_GRIDS}
+    configs = [(sm * p, b, w) for p in q["programs_per_sm"] for b in q["blocks"] for w in q["warps"]]
+    configs += [(g, 4096, 4) for g in q["small_grids"]]
+    out = torch.empty(max(g for g, _, _ in configs), device=DEVICE, dtype=torch.float32)
+    rows = []
+    for grid, block, warps in configs:
+        if block // (32 * warps) > MLP_MAX_ELEMS_PER_THREAD:
+            print(f"mlp grid={grid} block={block} warps={warps}: skipped (would spill registers)", flush=True)
+            continue
+        total_blocks = src.numel() // block
+        n_blocks = min(total_blocks, grid * MLP_ITERS)
+        launch = _read_launcher(src, out, grid, block, warps, n_blocks, total_blocks, rotate=True,
+                                cache_global=False)
+        launch()
+        torch.cuda.synchronize()
+        ref = src[: n_blocks * block].double().sum().item() if n_blocks == total_blocks else None
+        if ref is not None and not math.isclose(out[:grid].double().sum().item(), ref, rel_tol=1e-3,
+                                                abs_tol=1e-3 * math.sqrt(n_blocks * block)):
+            raise ProbeError(f"mlp grid={grid} block={block}: sum {out[:grid].sum().item()} != {ref}")
+        times = bench(launch, 1, hide_host_gaps=True)
+        stats = summarize(times)
+        active = min(grid, sm)
+        nbytes = n_blocks * block * 4
+        rate = nbytes / stats["time_s_median"]
+        rows.append({"grid": grid, "block_elems": block, "num_warps": warps, "active_sms": active,
+                     "bytes_per_sample": nbytes, "bytes_in_flight_per_sm": grid / active * block * 4, **stats,
+                     "bytes_per_s": rate, "bytes_per_s_per_sm": rate / active})
+        print(f"mlp grid={grid:4} block={block:5} warps={warps}: {rate / 1e9:8.1f} GB/s, "
+              f"{rate / active / 1e9:6.2f} GB/s/SM at {rows[-1]['bytes_in_flight_per_sm']:.0f} B in flight",
+              flush=True)
+    return rows
+
+
+def probe_l2(env: dict, quick: bool) -> list[dict]:
+    """Bandwidth of repeated reads of one footprint by every SM: the L2 plateau and where reuse falls out.
+
+    Every SM runs 8 programs of 8 warps (full occupancy); together they sweep the footprint in 4 KiB
+    blocks, pass after pass, ~1 GiB per sample, loads cached in L2 only (`.cg`: L1 hits would hide L2).
+    Small footprints are served by L2 (its bandwidth), large ones by HBM; the model needs the L2
+    bandwidth for kernels whose working set is reused (weights shared by several programs, KV re-reads)
+    and the footprint beyond which that reuse stops paying.
+    """
+    import torch
+
+    from validation.companion.bench.timing import DEVICE, bench
+    from validation.measure_output import summarize
+
+    sm = env["sm_count"]
+    grid = sm * L2_PROGRAMS_PER_SM
+    footprints = [f * MIB for f in (L2_FOOTPRINTS_MIB_QUICK if quick else L2_FOOTPRINTS_MIB)]
+    src = torch.randn(max(footprints) // 4, device=DEVICE, dtype=torch.float32)
+    out = torch.empty(grid, device=DEVICE, dtype=torch.float32)
+    n_blocks = grid * L2_ITERS
+    rows = []
+    for footprint in footprints:
+        total_blocks = footprint // (L2_BLOCK * 4)
+        launch = _read_launcher(src, out, grid, L2_BLOCK, L2_WARPS, n_blocks, total_blocks, rotate=False,
+                                cache_global=True)
+        times = bench(launch, 1, hide_host_gaps=True)
+        stats = summarize(times)
+        nbytes = n_blocks * L2_BLOCK * 4
+        rows.append({"footprint_bytes": footprint, "grid": grid, "block_elems": L2_BLOCK, "num_warps": L2_WARPS,
+                     "bytes_per_sample": nbytes, **stats, "bytes_per_s": nbytes / stats["time_s_median"]})
+        print(f"l2 footprint {footprint / MIB:5.0f} MiB: {rows[-1]['bytes_per_s'] / 1e9:8.1f} GB/s", flush=True)
+    return rows
+
+
+def probe_floor(env: dict, quick: bool) -> list[dict]:
+    """Time per node of a 100-node CUDA graph of tiny kernels: the floor under every small kernel.
+
+    Variants: `empty` (launch only); `load_store_1` (one program loads one fp32 from HBM and stores it:
+    a dependent DRAM round trip plus a store, the smallest kernel that touches memory); `tile_4k_1prog`
+    and `tile_4k_sm` (one program, and one per SM, copying 4 KiB each); `torch_add_256` (an add of 256
+    fp32). Every node uses its own addresses and a 256 MiB write flushes L2 before each sample, so the
+    loads go to HBM; a sleep kernel ahead of each replay hides the host. `eager` rows: 100 back-to-back
+    launches of the empty kernel with the host's launch cost included, for reference. Decode steps of
+    small batches are chains of such kernels: the model's per-kernel floor and graph-node cost.
+    """
+    import torch
+
+    from validation.companion.bench.timing import DEVICE, SLEEP_CYCLES, bench, capture_graph
+    from validation.companion.kernels import probes as k
+    from validation.measure_output import summarize
+
+    sm = env["sm_count"]
+    stride = FLOOR_NODE_STRIDE // 4
+    src = torch.randn(FLOOR_NODES * stride, device=DEVICE)
+    dst = torch.zeros_like(src)
+    flush = torch.empty(FLOOR_FLUSH_BYTES // 4, device=DEVICE)
+
+    def node(i: int, variant: str) -> None:
+        s, d = src[i * stride:], dst[i * stride:]
+        if variant == "empty":
+            k.empty_kernel[(1,)](s)
+        elif variant == "load_store_1":
+            k.copy_tile_kernel[(1,)](s, d, BLOCK=1, num_warps=1)
+        elif variant == "tile_4k_1prog":
+            k.copy_tile_kernel[(1,)](s, d, BLOCK=1024, num_warps=4)
+        elif variant == "tile_4k_sm":
+            k.copy_tile_kernel[(sm,)](s, d, BLOCK=1024, num_warps=4)
+        else:
+            torch.add(s[:256], s[256:512], out=d[:256])
+
+    variants = {"empty": (1, 0), "load_store_1": (1, 8), "tile_4k_1prog": (1, 8 * KIB),
+                "tile_4k_sm": (sm, sm * 8 * KIB), "torch_add_256": (0, 3 * 1024)}
+    if quick:
+        variants = {v: variants[v] for v in ("empty", "load_store_1")}
+    rows = []
+    for variant, (programs, moved) in variants.items():
+        graph = capture_graph(lambda variant=variant: [node(i, variant) for i in range(FLOOR_NODES)])
+        if variant in ("load_store_1", "tile_4k_sm") and not torch.equal(
+                dst[: (sm if variant == "tile_4k_sm" else 1)], src[: (sm if variant == "tile_4k_sm" else 1)]):
+            raise ProbeError(f"floor {variant}: copy is wrong")
+        for _ in range(3):
+            graph.replay()
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(FLOOR_SAMPLES)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(FLOOR_SAMPLES)]
+        for start, end in zip(starts, ends, strict=True):
+            flush.zero_()
+            torch.cuda._sleep(SLEEP_CYCLES)
+            start.record()
+            graph.replay()
+            end.record()
+        torch.cuda.synchronize()
+        times = [s.elapsed_time(e) * 1e-3 / FLOOR_NODES for s, e in zip(starts, ends, strict=True)]
+        rows.append({"variant": variant, "launch_mode": "graph", "nodes": FLOOR_NODES, "programs": programs,
+                     "bytes_moved": moved, "l2_flushed": True, **summarize(times)})
+        print(f"floor {variant:14} graph: {rows[-1]['time_s_median'] * 1e6:6.2f} us per node", flush=True)
+        del graph
+    times = bench(lambda: [k.empty_kernel[(1,)](src) for _ in range(FLOOR_NODES)], FLOOR_NODES,
+                  hide_host_gaps=False)
+    rows.append({"variant": "empty", "launch_mode": "eager", "nodes": FLOOR_NODES, "programs": 1, "bytes_moved": 0,
+                 "l2_flushed": False, **summarize(times)})
+    print(f"floor empty eager: {rows[-1]['time_s_median'] * 1e6:6.2f} us per launch", flush=True)
+    # A PyTorch op launched eagerly, back to back: the host cost of the C++ dispatcher, which eager serving
+    # kernels pay (the empty Triton kernel above pays Triton's Python launcher instead).
+    a, b, c = src[:256], src[256:512], dst[:256]
+    times = bench(lambda: [torch.add(a, b, out=c) for _ in range(FLOOR_NODES)], FLOOR_NODES, hide_host_gaps=False)
+    rows.append({"variant": "torch_add_256", "launch_mode": "eager", "nodes": FLOOR_NODES, "programs": 0,
+                 "bytes_moved": 3 * 1024, "l2_flushed": False, **summarize(times)})
+    print(f"floor torch_add_256 eager: {rows[-1]['time_s_median'] * 1e6:6.2f} us per launch", flush=True)
+    return rows
+
+
+CLOCK_LOAD_S = 3.0  # seconds of each load, sampled by nvidia-smi every CLOCK_SAMPLE_S
+CLOCK_SAMPLE_S = 0.2
+
+
+def probe_clock(env: dict, quick: bool) -> list[dict]:
+    """The SM clock and power while the GPU is kept busy for seconds: bf16 matmuls (8192^3, the tensor cores
+    at their power limit) and a streaming copy (HBM-bound). The dense peaks of a spec hold at one clock; a
+    sustained matmul may run below it under the power limit, a copy should not. nvidia-smi is read every
+    0.2 s from a second thread while the GPU works; the median of the samples after the first second is
+    the row's clock. `time_s_*` are the seconds per op of the load, for reference.
+    """
+    import threading
+
+    import torch
+
+    from validation.companion.bench.timing import DEVICE, _nvidia_smi
+    from validation.measure_output import summarize
+
+    loads = {
+        "matmul_bf16_8192": (lambda: torch.matmul(x, y, out=z), 2 * 8192**3),
+        "copy_1gib": (lambda: big_dst.copy_(big_src), 2 * 2**30),
+    }
+    x = torch.randn(8192, 8192, device=DEVICE, dtype=torch.bfloat16)
+    y = torch.randn(8192, 8192, device=DEVICE, dtype=torch.bfloat16)
+    z = torch.empty_like(x)
+    big_src = torch.randn(2**28, device=DEVICE)
+    big_dst = torch.empty_like(big_src)
+    rows = []
+    for name, (op, work) in loads.items():
+        samples: list[tuple[float, str]] = []
+        stop = threading.Event()
+
+        def sample(samples: list[tuple[float, str]] = samples, stop: threading.Event = stop) -> None:
+            start = time.monotonic()
+            while not stop.is_set():
+                samples.append((time.monotonic() - start, _nvidia_smi("clocks.sm,power.draw")))
+                time.sleep(CLOCK_SAMPLE_S)
+
+        op()
+        torch.cuda.synchronize()
+        reader = threading.Thread(target=sample, daemon=True)
+        reader.start()
+        start = time.monotonic()
+        events, ops = [], 0
+        while time.monotonic() - start < (CLOCK_LOAD_S / 2 if quick else CLOCK_LOAD_S):
+            begin, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            begin.record()
+            for _ in range(10):
+                op()
+            end.record()
+            events.append((begin, end))
+            ops += 10
+            if len(events) > 4:
+                events[-5][1].synchronize()  # keep the host at most a few batches ahead
+        torch.cuda.synchronize()
+        stop.set()
+        reader.join()
+        times = [b.elapsed_time(e) * 1e-3 / 10 for b, e in events[len(events) // 3:]]
+        late = [text for t, text in samples if t >= 1.0] or [text for _, text in samples]
+        clocks = sorted(v for v in (_mhz(text.split(",")[0]) for text in late) if v is not None)
+        watts = sorted(float(text.split(",")[1].split()[0]) for text in late if len(text.split(",")) > 1
+                       and text.split(",")[1].split()[0].replace(".", "", 1).isdigit())
+        stats = summarize(times)
+        rows.append({"load": name, "seconds": CLOCK_LOAD_S, "samples": len(late),
+                     "work_per_op": work, **stats,
+                     "sm_clock_mhz_median": clocks[len(clocks) // 2] if clocks else None,
+                     "sm_clock_mhz_min": clocks[0] if clocks else None,
+                     "power_w_median": watts[len(watts) // 2] if watts else None,
+                     "work_per_s": work / stats["time_s_median"]})
+        print(f"clock {name:18}: SM {rows[-1]['sm_clock_mhz_median']} MHz (min {rows[-1]['sm_clock_mhz_min']}), "
+              f"{rows[-1]['power_w_median']} W, {rows[-1]['work_per_s'] / 1e12:7.1f} T/s", flush=True)
+    return rows
+
+
+def _issue_inputs(op: str, n: int):
+    import torch
+
+    from validation.companion.bench.timing import DEVICE
+
+    if op in ("fp32_fma", "exp2"):
+        x = torch.rand(n, device=DEVICE) * 2 - 0.5
+        coef = torch.tensor([0.9, 0.1], device=DEVICE)
+    else:
+        x = torch.randint(-(2**31), 2**31 - 1, (n,), device=DEVICE, dtype=torch.int64).to(torch.int32)
+        coef = torch.tensor([1_103_515_245, 12_345], device=DEVICE, dtype=torch.int32)
+    return x, coef
+
+
+def probe_issue(env: dict, quick: bool) -> list[dict]:
+    """Issue rate and dependent latency of FFMA, IMAD, shift/LOP3 and MUFU.EX2, in cycles of %clock64.
+
+    `dependent`: one warp, one chain per thread: cycles per instruction on the chain (the difference of
+    2T and T trips, so the loads and prologue cancel). The `bit` step is two independent shifts and one
+    LOP3, so its chain is two instructions long. `throughput`: 8 independent chains per thread, 8 warps
+    per program, 4 programs per SM (32 warps): lane-ops per clock per SM = the SM's instructions x 32 /
+    the SM's span. The model uses the rates for compute-bound elementwise and epilogue work and the
+    latencies for the serial chains (recurrences, reductions) that occupancy cannot hide.
+    """
+    import torch
+
+    from validation.companion.bench.timing import DEVICE, bench
+    from validation.companion.kernels import probes as k
+    from validation.measure_output import summarize
+
+    sm = env["sm_count"]
+    critical = {"fp32_fma": 1, "int32_mad": 1, "bit": 2, "exp2": 1}  # instructions on a chain per step
+    rows = []
+    for op in ISSUE_OPS_QUICK if quick else tuple(k.ISSUE_OPS):
+        for mode in ("dependent", "throughput"):
+            if mode == "dependent":
+                chains, warps, programs = 1, 1, 1
+            else:
+                chains, warps = ISSUE_THROUGHPUT["chains"], ISSUE_THROUGHPUT["warps"]
+                programs = sm * ISSUE_THROUGHPUT["programs_per_sm"]
+            threads = 32 * warps
+            x, coef = _issue_inputs(op, programs * chains * threads)
+            out = torch.empty_like(x)
+            clk = torch.zeros(3 * programs, dtype=torch.int64, device=DEVICE)
+
+            def launch(trips: int, x=x, coef=coef, out=out, clk=clk, op=op, chains=chains, threads=threads,
+                       warps=warps, programs=programs) -> None:
+                k.issue_kernel[(programs,)](x, coef, out, clk, trips, OP=k.ISSUE_OPS[op], CHAINS=chains,
+                                            THREADS=threads, UNROLL=k.ISSUE_UNROLL, USE_CLOCK=USE_CLOCK,
+                                            num_warps=warps)
+
+            steps = 2 * ISSUE_TRIPS * k.ISSUE_UNROLL
+            instructions = k.INSTRUCTIONS_PER_STEP[op]
+            row = {"op": op, "mode": mode, "chains": chains, "iterations": steps, "warps": warps,
+                   "programs": programs, "instructions_per_step": instructions}
+            if mode == "dependent":
+                per_step = _chain_cycles(launch, clk, ISSUE_TRIPS) / k.ISSUE_UNROLL
+                times = bench(lambda launch=launch: launch(2 * ISSUE_TRIPS), 1, hide_host_gaps=True)
+                row.update({**summarize(times), "cycles_per_step": per_step, "cycles_per_op": per_step / critical[op]})
+            else:
+                times = bench(lambda launch=launch: launch(2 * ISSUE_TRIPS), 1, hide_host_gaps=True)
+                rates = []
+                for _ in range(CLOCK_SAMPLES):
+                    launch(2 * ISSUE_TRIPS)
+                    torch.cuda.synchronize()
+                    rates.append(_per_sm_rate(clk.cpu().numpy(), threads * chains * steps * instructions))
+                rate = sorted(rates)[len(rates) // 2]
+                row.update({**summarize(times), "ops_per_clock_per_sm": rate})
+            rows.append(row)
+            print(f"issue {op:9} {mode:10}: {row.get('ops_per_clock_per_sm') or 0:7.1f} lane-ops/clk/SM, "
+                  f"{row.get('cycles_per_op') or 0:6.2f} cycles/op", flush=True)
+    return rows
+
+
+def probe_mma(env: dict, quick: bool) -> list[dict]:
+    """Cycles per dependent `tl.dot` (bf16 in, fp32 accumulate) of one program, for a few tile shapes.
+
+    acc = dot(a, b, acc) in a loop: each dot waits for the previous accumulator, so the step is the
+    matrix instruction's latency (16x16 and 16x32 tiles: mma.sync m16n8k16; 64x64 with 4 warps: one
+    wgmma m64n64k16). The model charges it to skinny GEMMs and attention steps whose chain of dots
+    over K is too short, or too few, to hide it. Differences of 2T and T dots cancel the fixed costs.
+    """
+    import torch
+
+    from validation.companion.bench.timing import DEVICE, bench
+    from validation.companion.kernels import probes as k
+    from validation.measure_output import summarize
+
+    rows = []
+    for m, n, kk, warps in MMA_SHAPES_QUICK if quick else MMA_SHAPES:
+        a = (torch.randn(m, kk, device=DEVICE) * 0.1).to(torch.bfloat16)
+        b = (torch.randn(kk, n, device=DEVICE) * 0.1).to(torch.bfloat16)
+        out = torch.empty(m, n, device=DEVICE)
+        clk = torch.zeros(3, dtype=torch.int64, device=DEVICE)
+
+        def launch(dots: int, a=a, b=b, out=out, clk=clk, m=m, n=n, kk=kk, warps=warps) -> None:
+            k.mma_chain_kernel[(1,)](a, b, out, clk, dots, M=m, N=n, K=kk, USE_CLOCK=USE_CLOCK, num_warps=warps)
+
+        launch(MMA_DOTS)
+        torch.cuda.synchronize()
+        ref = MMA_DOTS * (a.double() @ b.double())
+        if not torch.allclose(out.double(), ref, rtol=1e-3, atol=1e-3 * float(ref.abs().max())):
+            raise ProbeError(f"mma {m}x{n}x{kk}: result differs from {MMA_DOTS} * a @ b")
+        per_dot = _chain_cycles(launch, clk, MMA_DOTS)
+        times = bench(lambda launch=launch: launch(2 * MMA_DOTS), 1, hide_host_gaps=True)
+        rows.append({"m": m, "n": n, "k": kk, "num_warps": warps, "dots": 2 * MMA_DOTS, **summarize(times),
+                     "cycles_per_dot": per_dot})
+        print(f"mma {m}x{n}x{kk} warps={warps}: {per_dot:6.1f} cycles per dependent dot", flush=True)
+    return rows
+
+
+def probe_smem(env: dict, quick: bool) -> list[dict]:
+    """Data that crosses warps through shared memory: a reduction's round trip and a conversion's bandwidth.
+
+    Triton has no explicit shared memory; these are the two ways its kernels use it implicitly.
+    `reduce_round_trip`: one program, s = sum(x * s) over a vector with one element per thread, fed
+    back: each round is shuffles, a shared store, a barrier, a shared load and shuffles (and the next
+    round's barrier), cycles per round (2T - T rounds) -- the model's cost of a cross-warp reduction
+    (softmax max/sum, norms) on a serial path. `layout_conversion`: t = trans(t) * c on a [128, 128]
+    fp32 tile, 8 warps, 2 programs per SM: every round writes the tile to shared memory and reads it
+    back transposed (scalar 4 B accesses, as Triton emits them), bytes per clock per SM = 2 x 64 KiB x
+    rounds x programs on the SM / the SM's span -- a lower bound on the shared-memory bandwidth the
+    model charges to layout conversions, not the hardware's 128 B/clk peak.
+    """
+    import numpy as np
+    import torch
+
+    from validation.companion.bench.timing import DEVICE, bench
+    from validation.companion.kernels import probes as k
+    from validation.measure_output import summarize
+
+    sm = env["sm_count"]
+    rows = []
+    for warps in REDUCE_WARPS[:1] if quick else REDUCE_WARPS:
+        block = 32 * warps
+        x = torch.rand(block, device=DEVICE) + 0.5
+        x = x / x.sum()
+        s0 = torch.ones(1, device=DEVICE)
+        out = torch.empty(1, device=DEVICE)
+        clk = torch.zeros(3, dtype=torch.int64, device=DEVICE)
+
+        def launch(rounds: int, x=x, s0=s0, out=out, clk=clk, block=block, warps=warps) -> None:
+            k.reduce_chain_kernel[(1,)](x, s0, out, clk, rounds, BLOCK=block, USE_CLOCK=USE_CLOCK, num_warps=warps)
+
+        per_round = _chain_cycles(launch, clk, REDUCE_ROUNDS)
+        if not 0.5 < out.item() < 2:
+            raise ProbeError(f"reduce chain ended at {out.item()}, not near 1")
+        times = bench(lambda launch=launch: launch(2 * REDUCE_ROUNDS), 1, hide_host_gaps=True)
+        rows.append({"what": "reduce_round_trip", "num_warps": warps, "programs": 1, "rounds": 2 * REDUCE_ROUNDS,
+                     "bytes_per_round": 4 * warps, **summarize(times), "cycles_per_round": per_round})
+        print(f"smem reduce_round_trip warps={warps}: {per_round:6.1f} cycles per round", flush=True)
+
+    t = TRANSPOSE_T
+    programs = sm * TRANSPOSE_PROGRAMS_PER_SM
+    x = torch.randn(programs, t, t, device=DEVICE)
+    c = 1 + 0.01 * torch.randn(t, t, device=DEVICE)
+    out = torch.empty_like(x)
+    clk = torch.zeros(3 * programs, dtype=torch.int64, device=DEVICE)
+
+    def conv() -> None:
+        k.transpose_chain_kernel[(programs,)](x, c, out, clk, TRANSPOSE_ROUNDS, T=t, USE_CLOCK=USE_CLOCK,
+                                              num_warps=TRANSPOSE_WARPS)
+
+    conv()
+    torch.cuda.synchronize()
+    ref = k.transpose_chain_ref(x[0].cpu().numpy(), c.cpu().numpy(), TRANSPOSE_ROUNDS)
+    if not np.allclose(out[0].cpu().numpy(), ref, rtol=1e-3, atol=1e-3):
+        raise ProbeError("layout conversion chain: wrong result")
+    round_bytes = 2 * t * t * 4  # stored and loaded once each per round
+    times = bench(conv, 1, hide_host_gaps=True)
+    rates = []
+    for _ in range(CLOCK_SAMPLES):
+        conv()
+        torch.cuda.synchronize()
+        rates.append(_per_sm_rate(clk.cpu().numpy(), round_bytes * TRANSPOSE_ROUNDS))
+    stats = summarize(times)
+    rate = sorted(rates)[len(rates) // 2]
+    rows.append({"what": "layout_conversion", "num_warps": TRANSPOSE_WARPS, "programs": programs,
+                 "rounds": TRANSPOSE_ROUNDS, "bytes_per_round": round_bytes, **stats,
+                 "cycles_per_round": round_bytes / rate, "bytes_per_clock_per_sm": rate,
+                 "bytes_per_s_per_sm": round_bytes * TRANSPOSE_ROUNDS * programs / stats["time_s_median"] / sm})
+    print(f"smem layout_conversion: {rate:6.1f} B/clk/SM", flush=True)
+    return rows
+
+
+PROBE_FUNCTIONS: dict[str, Callable[[dict, bool], list[dict]]] = {
+    "latency": probe_latency, "mlp": probe_mlp, "l2": probe_l2, "floor": probe_floor, "issue": probe_issue,
+    "mma": probe_mma, "smem": probe_smem, "clock": probe_clock,
+}
+assert tuple(PROBE_FUNCTIONS) == spec.PROBES
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", type=Path, default=None, help="output folder (default: $OUT)")
+    parser.add_argument("--only", nargs="+", choices=spec.PROBES, metavar="NAME",
+                        help=f"run only these probes, of: {' '.join(spec.PROBES)}")
+    parser.add_argument("--quick", action="store_true", help="fewer configurations per probe (about half the time)")
+
+
+def run(args: argparse.Namespace) -> int:
+    out = output_folder(args.out, "bench probes")
+    if out is None:
+        return 2
+    try:
+        import torch
+    except ImportError:
+        print("bench probes: torch is not installed; this needs a CUDA GPU with PyTorch", file=sys.stderr)
+        return 1
+    if not torch.cuda.is_available():
+        print("bench probes: no CUDA GPU visible (torch.cuda.is_available() is False)", file=sys.stderr)
+        return 1
+
+    from validation.companion.bench import timing
+
+    env = timing.environment()
+    print("environment:", env, flush=True)
+    print("nvidia-smi:", timing.smi_clocks(), flush=True)
+    timing.warm_clocks()
+    failures: list[str] = []
+    for name in args.only or spec.PROBES:
+        t0 = time.monotonic()
+        before = sm_clock_mhz()
+        try:
+            rows = PROBE_FUNCTIONS[name](env, args.quick)
+        except Exception as e:
+            traceback.print_exc()
+            failures.append(f"{name}: {type(e).__name__}: {e}")
+            torch.cuda.synchronize()
+            torch.cuda.empty_cache()
+            continue
+        after = sm_clock_mhz()
+        clocks = {"sm_clock_mhz_before": before, "sm_clock_mhz_after": after}
+        rows = [{**row, **timing.provenance(env), **clocks} for row in rows]
+        path = out / spec.csv_name(name)
+        write_csv_atomic(path, spec.COLUMNS[name], rows)
+        torch.cuda.empty_cache()
+        print(f"wrote {path} ({len(rows)} rows, {time.monotonic() - t0:.1f} s); nvidia-smi: {timing.smi_clocks()}",
+              flush=True)
+    try:
+        print("\n" + spec.format_summary(spec.summary(out)))
+    except Exception as e:
+        traceback.print_exc()
+        failures.append(f"summary: {type(e).__name__}: {e}")
+    return report_failures("bench probes", failures)
