@@ -106,9 +106,11 @@ def bound_dispatch_s(durations: Sequence[float], slots: int) -> float:
 def grid_s(program: Program, gpu: GPU, residency: Residency, hbm_bytes_per_s: float, curve: MemoryCurve,
            dispatch: Dispatch | None = None) -> float:
     """Seconds the grid takes: `waves_s` for a uniform grid; an irregular one (`trip_counts`) is dispatched
-    workgroup by workgroup onto CUs x resident slots, each workgroup's duration taken at full residency."""
+    workgroup by workgroup onto CUs x resident slots, each workgroup's duration taken at full residency.
+    Either way no faster than the dispatcher hands the busiest CU its workgroups (`workgroup_dispatch_s`)."""
+    handed_s = -(-residency.workgroups // gpu.compute_units) * gpu.workgroup_dispatch_s
     if not program.trip_counts:
-        return waves_s(program, gpu, residency, hbm_bytes_per_s, curve)
+        return max(handed_s, waves_s(program, gpu, residency, hbm_bytes_per_s, curve))
     slots = gpu.compute_units * residency.resident_per_cu
     resident = min(residency.resident_per_cu, -(-len(program.trip_counts) // gpu.compute_units))
     cap = (gpu.l2_bandwidth_bytes_per_s if program.l2_hits else hbm_bytes_per_s) / min(
@@ -120,7 +122,7 @@ def grid_s(program: Program, gpu: GPU, residency: Residency, hbm_bytes_per_s: fl
             per_trips[trips] = workgroup_s(replace(program, trips=trips, trip_counts=()), gpu, resident,
                                            residency.warps_per_workgroup, cap, curve)
         durations.append(per_trips[trips])
-    return (dispatch or bound_dispatch_s)(durations, slots)
+    return max(handed_s, (dispatch or bound_dispatch_s)(durations, slots))
 
 
 def waves_s(program: Program, gpu: GPU, residency: Residency, hbm_bytes_per_s: float,

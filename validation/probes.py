@@ -84,6 +84,7 @@ ISSUE_LANES = {"fp32_lanes_per_cu": "fp32_fma", "int32_lanes_per_cu": "int32_mad
                "sfu_lanes_per_cu": "exp2"}
 ISSUE_LATENCY = {"alu_latency_cycles": "fp32_fma", "int_latency_cycles": "int32_mad",
                  "sfu_latency_cycles": "exp2"}
+MMA_DEEP_K = (512, 64)  # one dot this deep, less one this deep: the k loop's step
 MMA_LATENCY_SHAPE = (16, 16, 16, 1)  # m, n, k, num_warps
 BARRIER_WARPS = 4
 
@@ -102,7 +103,9 @@ class ProbeConstants:
     hbm_read_bandwidth_bytes_per_s: float | None = None
     launch_graph_node_s: float | None = None
     kernel_floor_s: float | None = None
+    shuffle_latency_cycles: float | None = None
     launch_eager_s: float | None = None
+    workgroup_dispatch_s: float | None = None
     matmul_clock_hz: float | None = None
     copy_clock_hz: float | None = None
     fp32_lanes_per_cu: float | None = None
@@ -312,7 +315,20 @@ def _floor(t: _Table) -> Derived:
              " (per node)"),
         _one(t, "launch_eager_s", "time_s_median", {"variant": "torch_add_256", "launch_mode": "eager"},
              " (per launch, host included)"),
+        _dispatch(t),
     )
+
+
+def _dispatch(t: _Table) -> Derived:
+    """Seconds per workgroup per CU: the slope of an empty kernel's time against its workgroups per SM."""
+    rows = [r for r in t.rows if str(r.get("variant", "")).startswith("empty_grid_")]
+    if len(rows) < 2:
+        return {}, {"workgroup_dispatch_s": f"{t.path.name}: no empty_grid rows"}
+    x = np.array([t.num(r, "programs") / t.num(r, "sm_count") for r in rows])
+    y = np.array([t.num(r, "time_s_median") for r in rows])
+    slope = float(np.polyfit(x, y, 1)[0])
+    return {"workgroup_dispatch_s": slope}, {"workgroup_dispatch_s": (
+        f"{t.path.name}: least-squares slope of time_s_median against programs per SM, {len(rows)} empty_grid rows")}
 
 
 def _clock(t: _Table) -> Derived:
@@ -334,12 +350,30 @@ def _issue(t: _Table) -> Derived:
 
 
 def _mma(t: _Table) -> Derived:
+    """Cycles per k-step inside one deep dot (16x32 tile, 4 warps): the slope between a 512-deep and a 64-deep
+    dot. Without those rows, the dependent 16x32x16 dot of 4 warps (staging included)."""
+    deep, shallow = (t.select(m=16, n=32, k=kk, num_warps=4) for kk in MMA_DEEP_K)
+    if deep and shallow:
+        slope = ((_median([t.num(r, "cycles_per_dot") for r in deep])
+                  - _median([t.num(r, "cycles_per_dot") for r in shallow]))
+                 / ((MMA_DEEP_K[0] - MMA_DEEP_K[1]) / 16))
+        return {"mma_latency_cycles": slope}, {"mma_latency_cycles": (
+            f"{t.path.name}: cycles_per_dot of m=16, n=32, k={MMA_DEEP_K[0]} less k={MMA_DEEP_K[1]}, 4 warps, "
+            f"over the {(MMA_DEEP_K[0] - MMA_DEEP_K[1]) // 16} extra k-steps of 16")}
     m, n, k, w = MMA_LATENCY_SHAPE
     return _one(t, "mma_latency_cycles", "cycles_per_dot", {"m": m, "n": n, "k": k, "num_warps": w}, "")
 
 
 def _smem(t: _Table) -> Derived:
+    one_warp = t.select(what="reduce_round_trip", num_warps=1)
+    shuffle: Derived = ({}, {"shuffle_latency_cycles": f"{t.path.name}: no one-warp reduce_round_trip row"})
+    if one_warp:
+        steps = 5  # log2(32): the shuffle tree of one warp's 32 lanes
+        shuffle = ({"shuffle_latency_cycles": _median([t.num(r, "cycles_per_round") for r in one_warp]) / steps},
+                   {"shuffle_latency_cycles": f"{t.path.name}: cycles_per_round of what=reduce_round_trip, "
+                                              f"num_warps=1, over its {steps} shuffle steps"})
     return _merge(
+        shuffle,
         _one(t, "reduction_latency_cycles", "cycles_per_round", {"what": "reduce_round_trip",
                                                                "num_warps": BARRIER_WARPS}, ""),
         _one(t, "lds_bytes_per_clock_per_cu", "bytes_per_clock_per_sm", {"what": "layout_conversion"}, ""),
@@ -353,12 +387,12 @@ _DERIVATIONS: dict[str, tuple[Callable[[_Table], Derived], tuple[str, ...], tupl
                    "block_elems", "num_warps"),
             ("loaded_latency_s", "cu_bandwidth_bytes_per_s", "mlp_smoothness", "hbm_read_bandwidth_bytes_per_s")),
     "l2": (_l2, ("footprint_bytes", "bytes_per_s"), ("l2_bandwidth_bytes_per_s", "l2_reuse_footprint_bytes")),
-    "floor": (_floor, ("variant", "launch_mode", "time_s_median"),
-              ("launch_graph_node_s", "kernel_floor_s", "launch_eager_s")),
+    "floor": (_floor, ("variant", "launch_mode", "time_s_median", "programs", "sm_count"),
+              ("launch_graph_node_s", "kernel_floor_s", "launch_eager_s", "workgroup_dispatch_s")),
     "issue": (_issue, ("op", "mode", "ops_per_clock_per_sm", "cycles_per_op"), (*ISSUE_LANES, *ISSUE_LATENCY)),
     "mma": (_mma, ("m", "n", "k", "num_warps", "cycles_per_dot"), ("mma_latency_cycles",)),
     "smem": (_smem, ("what", "num_warps", "cycles_per_round", "bytes_per_clock_per_sm"),
-             ("reduction_latency_cycles", "lds_bytes_per_clock_per_cu")),
+             ("shuffle_latency_cycles", "reduction_latency_cycles", "lds_bytes_per_clock_per_cu")),
     "clock": (_clock, ("load", "sm_clock_mhz_median"), ("matmul_clock_hz", "copy_clock_hz")),
 }
 

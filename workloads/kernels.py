@@ -52,7 +52,7 @@ def _gemm_program(depth: int, rows: int, tile_n: int, tile_k: int, stages: int, 
     multicast), which the published matmul efficiencies already price, so only the accumulator chain and the
     first stage's round trip are added; with one row block (decode) each column block streams its weights
     from HBM, `stages - 1` trips ahead, and Little's law applies."""
-    loads = 0.0 if shared else dtype.storage_bytes((rows + tile_n) * tile_k)
+    loads = 0.0 if shared else dtype.storage_bytes(tile_n * tile_k)  # B from HBM; the few A rows hit L2
     return Program(trips=cdiv(depth, tile_k), trip_load_bytes=loads, prefetch=max(1, stages - 1),
                    trip_chain=Chain(mma=mma_steps(tile_k, dtype.bits <= 8)), setup_chain=Chain(dram=1))
 

@@ -420,16 +420,45 @@ def describe(kernel: KernelKind, gpu: GPU) -> dict[str, Any] | None:
     return out
 
 
-def blas_gemm(gpu: GPU, m: int, n: int, k: int, dtype: Dtype = Dtype.BF16) -> Gemm:
-    """A GEMM as a BLAS would run it: the GPU family's library tile, split over k when its output tiles
-    cannot fill the GPU.
+# Skinny (decode) GEMMs: the smallest row tile of the matrix instructions a library would use (WGMMA's
+# M = 64 on Hopper, the UMMA/MFMA M = 64 tiles of Blackwell and CDNA; assumption for the last two), and
+# at most this many pipeline stages (CUTLASS's StageCountAutoCarveout fills the LDS left by the epilogue).
+SKINNY_TILE_M = 64
+MAX_STAGES = 8
+EPILOGUE_LDS_BYTES = 16 * 1024  # assumption: the epilogue's staging buffer that the carveout leaves
+MIN_SPLIT_DEPTH = 256  # k per split at least
+MAX_BALANCE_SPLIT = 4  # splits tried to even out the last wave (stream-K / split-K balancing)
 
-    Assumption (hipBLASLt and cuBLAS heuristics pick split-K or stream-K for skinny shapes): the
-    smallest split that gives every CU a tile, keeping at least 256 of k per split.
+
+def blas_gemm(gpu: GPU, m: int, n: int, k: int, dtype: Dtype = Dtype.BF16) -> Gemm:
+    """A GEMM as a BLAS would run it on `gpu`: the GPU family's library tile, then three heuristics.
+
+    - Skinny shapes (m <= 64) take a 64-row tile; every shape takes as many pipeline stages (up to 8) as
+      the LDS holds after the epilogue (CUTLASS StageCountAutoCarveout [S61]), so a weight stream keeps
+      enough bytes in flight.
+    - Too few output tiles to give every CU one: split over k, the smallest split that does (at least 256
+      of k per split). Assumption: hipBLASLt and cuBLAS heuristics pick split-K or stream-K for such shapes.
+    - Otherwise, when the last wave would leave many CUs idle, the split of 1..4 with the fullest waves
+      (cuBLAS on Hopper balances such grids with stream-K [S61]; a split-K that evens the waves is its
+      tile-granular approximation).
     """
-    tile = gemm_tiles(gpu, dtype=dtype).fields
+    tile = dict(gemm_tiles(gpu, dtype=dtype).fields)
+    if m <= SKINNY_TILE_M < tile["tile_m"]:
+        tile["tile_m"] = SKINNY_TILE_M
+    stage = dtype.storage_bytes((tile["tile_m"] + tile["tile_n"]) * tile["tile_k"])
+    room = gpu.lds_max_per_workgroup_bytes - EPILOGUE_LDS_BYTES
+    tile["stages"] = max(tile["stages"], min(MAX_STAGES, int(room // stage)))
+    cus = gpu.compute_units
     output_tiles = -(-m // tile["tile_m"]) * -(-n // tile["tile_n"])
     split = 1
-    if output_tiles < gpu.compute_units:
-        split = max(1, min(gpu.compute_units // output_tiles, k // 256))
+    if output_tiles < cus:
+        split = max(1, min(cus // output_tiles, k // MIN_SPLIT_DEPTH))
+    else:
+        def fullness(s: int) -> float:
+            grid = output_tiles * s
+            return grid / (-(-grid // cus) * cus)
+
+        choices = [s for s in range(1, MAX_BALANCE_SPLIT + 1) if k // s >= MIN_SPLIT_DEPTH] or [1]
+        best = max(fullness(s) for s in choices)
+        split = min(s for s in choices if fullness(s) >= best - 0.02)
     return Gemm(m=m, n=n, k=k, dtype=dtype, split_k=split, **tile)

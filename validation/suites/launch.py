@@ -9,10 +9,13 @@ graph, replayed (host gaps hidden), so the time is the GPU's cost per graph node
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import ClassVar
 
+from hwmodels.work import Work
 from validation.comparison import Comparison
 from validation.comparison import compare as compare_row
 from validation.suites import EAGER, ELEMENT_BYTES, FP32, GRAPH
+from workloads.kernel_base import KernelKind
 from workloads.kernels import Elementwise
 
 SUITE = "launch"
@@ -61,7 +64,19 @@ def cases() -> list[LaunchCase]:
     return out
 
 
+@dataclass(frozen=True)
+class EmptyKernel(KernelKind):
+    """A kernel whose body does nothing: one workgroup of one warp, no FLOP, no bytes."""
+
+    kind: ClassVar[str] = "empty"
+
+    def launches(self) -> tuple[Work, ...]:
+        return (Work({}, 0.0, 0.0, workgroups=1, threads_per_workgroup=32),)
+
+
 def compare(row: dict[str, str], gpu_name: str) -> Comparison:
-    """The model's one-input fp32 Elementwise of the row's size, in the row's launch mode."""
-    kernel = Elementwise(elements=int(row["numel"]), inputs=1, dtype="fp32")
+    """The model's kernel for the row, in the row's launch mode: `triton_empty` is an empty kernel, `torch_add_`
+    a one-input fp32 Elementwise of the row's size."""
+    kernel = (EmptyKernel() if row["kernel"] == "triton_empty"
+              else Elementwise(elements=int(row["numel"]), inputs=1, dtype="fp32"))
     return compare_row(row, kernel, gpu_name, f"{row['kernel']} {row['launch_mode']}", f"launch {row['launch_mode']}")

@@ -75,17 +75,20 @@ FLOOR_NODES = 100
 FLOOR_NODE_STRIDE = MIB
 FLOOR_FLUSH_BYTES = 256 * MIB
 FLOOR_SAMPLES = 30
+FLOOR_GRID_PER_SM = (1, 8, 64, 256)  # empty workgroups per SM, for the dispatch cost per workgroup
+FLOOR_GRID_WARPS = (4, 8)
 
 # issue: trips of ISSUE_UNROLL steps; two trip counts, so fixed costs (loads, prologue) cancel in dependent mode.
 ISSUE_TRIPS = 256  # 4096 steps per chain at the larger count: 2 x 256 trips
 ISSUE_THROUGHPUT = {"chains": 8, "warps": 8, "programs_per_sm": 4}  # 32 warps per SM, 8 independent chains
 ISSUE_OPS_QUICK = ("fp32_fma", "exp2")
 
-MMA_SHAPES = ((16, 16, 16, 1), (16, 16, 16, 4), (16, 32, 16, 1), (16, 32, 16, 4), (64, 64, 16, 4))
+MMA_SHAPES = ((16, 16, 16, 1), (16, 16, 16, 4), (16, 32, 16, 1), (16, 32, 16, 4), (64, 64, 16, 4),
+              (16, 32, 64, 4), (16, 32, 512, 4))  # the last two: the step of one deep dot's k loop
 MMA_SHAPES_QUICK = ((16, 16, 16, 1), (64, 64, 16, 4))
 MMA_DOTS = 512  # and twice that
 
-REDUCE_WARPS = (4, 8)
+REDUCE_WARPS = (1, 4, 8)  # 1: a warp's own shuffle tree (5 steps), no shared memory
 REDUCE_ROUNDS = 512  # and twice that
 TRANSPOSE_T = 128
 TRANSPOSE_WARPS = 8
@@ -371,6 +374,23 @@ def probe_floor(env: dict, quick: bool) -> list[dict]:
     rows.append({"variant": "empty", "launch_mode": "eager", "nodes": FLOOR_NODES, "programs": 1, "bytes_moved": 0,
                  "l2_flushed": False, **summarize(times)})
     print(f"floor empty eager: {rows[-1]['time_s_median'] * 1e6:6.2f} us per launch", flush=True)
+    # Empty kernels of many workgroups, one node each: the dispatcher's cost per workgroup handed to a CU.
+    for per_sm in FLOOR_GRID_PER_SM:
+        for warps in FLOOR_GRID_WARPS:
+            programs = per_sm * sm
+
+            def grid_node(programs: int = programs, warps: int = warps) -> None:
+                k.empty_kernel[(programs,)](src, num_warps=warps)
+
+            graph = capture_graph(lambda grid_node=grid_node: [grid_node() for _ in range(FLOOR_NODES)])
+            for _ in range(3):
+                graph.replay()
+            times = bench(graph.replay, FLOOR_NODES, hide_host_gaps=True)
+            rows.append({"variant": f"empty_grid_{warps}w", "launch_mode": "graph", "nodes": FLOOR_NODES,
+                         "programs": programs, "bytes_moved": 0, "l2_flushed": False, **summarize(times)})
+            print(f"floor empty grid {programs:6} x {warps} warps: {rows[-1]['time_s_median'] * 1e6:7.2f} us per node",
+                  flush=True)
+            del graph
     # A PyTorch op launched eagerly, back to back: the host cost of the C++ dispatcher, which eager serving
     # kernels pay (the empty Triton kernel above pays Triton's Python launcher instead).
     a, b, c = src[:256], src[256:512], dst[:256]
@@ -588,7 +608,7 @@ def probe_smem(env: dict, quick: bool) -> list[dict]:
 
     sm = env["sm_count"]
     rows = []
-    for warps in REDUCE_WARPS[:1] if quick else REDUCE_WARPS:
+    for warps in REDUCE_WARPS[:2] if quick else REDUCE_WARPS:
         block = 32 * warps
         x = torch.rand(block, device=DEVICE) + 0.5
         x = x / x.sum()
