@@ -7,16 +7,18 @@ Per trip of a workgroup's loop, with r workgroups resident on a CU of S schedule
 - latency: one warp issues in order, so a trip takes at least I cycles plus its dependent chain (the
            chain's steps times their latencies; Hong and Kim, "An analytical model for a GPU architecture
            with memory-level and thread-level parallelism awareness", ISCA 2009, combine the two the same way);
-- memory:  by Little's law a CU with x bytes in flight receives x / L bytes per second, L the DRAM latency,
-           up to its share of HBM (the lesser of the CU's own ceiling and the GPU's bandwidth over the CUs
-           that stream), or, for loads that hit L2, L2's latency and its bandwidth over the streaming CUs;
-           `mlp_smoothness` n bends the two into one curve, rate = (x/L) / (1 + ((x/L)/cap)^n)^(1/n),
-           fitted on the memory-level-parallelism probe. A trip waits for its load unless the load was issued
-           `prefetch` trips ahead, in which case only the part of the load time that the pipeline cannot cover.
+- memory:  by Little's law a CU with x bytes in flight receives x / L bytes per second, L the DRAM latency;
+           `mlp_smoothness` n bends that into the CU's ceiling c, rate = (x/L) / (1 + ((x/L)/c)^n)^(1/n),
+           fitted on the memory-level-parallelism probe with every CU streaming distinct data, and capped by
+           the CU's share of HBM over the CUs that stream. Tiles that several workgroups read (`reuse`: HBM
+           once, L2 after) raise both, up to L2's bandwidth over the streaming CUs. A trip waits for its load unless the load
+           was issued `prefetch` trips ahead, in which case only the part the pipeline cannot cover.
 
 A workgroup takes its setup chain plus `trips` trips. Workgroups run in waves of (CUs x resident); a last,
-partial wave runs with fewer resident per CU. The launch ends when the last workgroup's stores have drained:
-`completion_s`, the part of the tiny-kernel floor that is neither the launch nor the load.
+partial wave runs with fewer resident per CU; no grid finishes before the dispatcher has handed the busiest CU
+its workgroups. The launch ends when the last workgroup's stores have drained: `completion_s`, the part of the
+tiny-kernel floor that is neither the launch nor the load. The roofline's whole-GPU terms stand beside this
+one (`hwmodels.roofline`).
 """
 
 from __future__ import annotations
@@ -53,13 +55,10 @@ def loaded_rate(in_flight_bytes: float, latency_s: float, cap_bytes_per_s: float
     return little / (1.0 + (little / cap_bytes_per_s) ** smoothness) ** (1.0 / smoothness)
 
 
-def trip_s(program: Program, gpu: GPU, resident: int, warps: int, share_bytes_per_s: float,
-           curve: MemoryCurve) -> float:
-    """Seconds one trip of the loop takes with `resident` workgroups of `warps` warps on the CU.
-
-    `share_bytes_per_s` is the CU's share of the memory the trips read (HBM or L2) when every streaming CU
-    pulls at once; the CU's own curve (Little's law bent into `cu_bandwidth`) is capped by it.
-    """
+def trip_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus: int, curve: MemoryCurve,
+           hbm_bytes_per_s: float) -> float:
+    """Seconds one trip of the loop takes with `resident` workgroups of `warps` warps on the CU, while
+    `streaming_cus` CUs stream at once from a GPU of `hbm_bytes_per_s`."""
     per_scheduler = max(1.0, resident * warps / gpu.simds_per_cu)
     issue = per_scheduler * program.trip_instructions / gpu.boost_clock_hz
     latency = program.trip_instructions / gpu.boost_clock_hz + program.trip_chain.seconds(gpu)
@@ -68,26 +67,36 @@ def trip_s(program: Program, gpu: GPU, resident: int, warps: int, share_bytes_pe
         return compute
     stages = max(1, program.prefetch)
     in_flight = resident * program.trip_load_bytes * stages
-    if program.l2_hits:
-        rate = min(in_flight / gpu.l2_latency_s, share_bytes_per_s)
-    else:
-        rate = min(loaded_rate(in_flight, curve.latency_s, gpu.cu_bandwidth_bytes_per_s, curve.smoothness),
-                   share_bytes_per_s)
+    rate = min(loaded_rate(in_flight, curve.latency_s, cu_ceiling(program, gpu, streaming_cus), curve.smoothness),
+               cu_share(program, gpu, hbm_bytes_per_s, streaming_cus))
     load = in_flight / rate
     if program.prefetch == 0:
         return load + compute
     return max(compute, load / stages)
 
 
-def workgroup_s(program: Program, gpu: GPU, resident: int, warps: int, cap_bytes_per_s: float,
-                curve: MemoryCurve) -> float:
+def cu_ceiling(program: Program, gpu: GPU, streaming_cus: int) -> float:
+    """The bandwidth one CU's curve bends into: `cu_bandwidth`, what one CU gets while every CU streams distinct
+    HBM data (the probe shows one CU alone does no better at the same bytes in flight), raised by tiles that
+    `reuse` L2 after their first touch, up to L2's bandwidth over the streaming CUs."""
+    return min(gpu.cu_bandwidth_bytes_per_s * program.reuse, gpu.l2_bandwidth_bytes_per_s / max(1, streaming_cus))
+
+
+def cu_share(program: Program, gpu: GPU, hbm_bytes_per_s: float, streaming_cus: int) -> float:
+    """One CU's share of what the trips read while `streaming_cus` stream: HBM's bandwidth, stretched by the
+    tiles' reuse through L2, at most L2's, over the streaming CUs."""
+    return min(hbm_bytes_per_s * program.reuse, gpu.l2_bandwidth_bytes_per_s) / max(1, streaming_cus)
+
+
+def workgroup_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus: int,
+                curve: MemoryCurve, hbm_bytes_per_s: float) -> float:
     """Seconds one workgroup takes from its first instruction to its last, sharing the CU with `resident`."""
     per_scheduler = max(1.0, resident * warps / gpu.simds_per_cu)
     setup = (per_scheduler * program.setup_instructions / gpu.boost_clock_hz
              + program.setup_chain.seconds(gpu))
     if program.trips <= 0:
         return setup
-    return setup + program.trips * trip_s(program, gpu, resident, warps, cap_bytes_per_s, curve)
+    return setup + program.trips * trip_s(program, gpu, resident, warps, streaming_cus, curve, hbm_bytes_per_s)
 
 
 # Dispatch of an irregular grid: (durations of the workgroups in dispatch order, slots) -> seconds until the last
@@ -103,38 +112,36 @@ def bound_dispatch_s(durations: Sequence[float], slots: int) -> float:
     return max(max(durations, default=0.0), sum(durations) / slots) if durations else 0.0
 
 
-def grid_s(program: Program, gpu: GPU, residency: Residency, hbm_bytes_per_s: float, curve: MemoryCurve,
+def grid_s(program: Program, gpu: GPU, residency: Residency, curve: MemoryCurve, hbm_bytes_per_s: float,
            dispatch: Dispatch | None = None) -> float:
     """Seconds the grid takes: `waves_s` for a uniform grid; an irregular one (`trip_counts`) is dispatched
     workgroup by workgroup onto CUs x resident slots, each workgroup's duration taken at full residency.
     Either way no faster than the dispatcher hands the busiest CU its workgroups (`workgroup_dispatch_s`)."""
     handed_s = -(-residency.workgroups // gpu.compute_units) * gpu.workgroup_dispatch_s
     if not program.trip_counts:
-        return max(handed_s, waves_s(program, gpu, residency, hbm_bytes_per_s, curve))
+        return max(handed_s, waves_s(program, gpu, residency, curve, hbm_bytes_per_s))
     slots = gpu.compute_units * residency.resident_per_cu
     resident = min(residency.resident_per_cu, -(-len(program.trip_counts) // gpu.compute_units))
-    cap = (gpu.l2_bandwidth_bytes_per_s if program.l2_hits else hbm_bytes_per_s) / min(
-        gpu.compute_units, len(program.trip_counts))
+    streaming = min(gpu.compute_units, len(program.trip_counts))
     per_trips: dict[int, float] = {}
     durations = []
     for trips in program.trip_counts:
         if trips not in per_trips:
             per_trips[trips] = workgroup_s(replace(program, trips=trips, trip_counts=()), gpu, resident,
-                                           residency.warps_per_workgroup, cap, curve)
+                                           residency.warps_per_workgroup, streaming, curve, hbm_bytes_per_s)
         durations.append(per_trips[trips])
     return max(handed_s, (dispatch or bound_dispatch_s)(durations, slots))
 
 
-def waves_s(program: Program, gpu: GPU, residency: Residency, hbm_bytes_per_s: float,
-            curve: MemoryCurve) -> float:
+def waves_s(program: Program, gpu: GPU, residency: Residency, curve: MemoryCurve, hbm_bytes_per_s: float) -> float:
     """Seconds the whole grid takes: full waves of CUs x resident workgroups, then a partial one."""
     cus, per_cu = gpu.compute_units, residency.resident_per_cu
     if residency.workgroups <= 0:
         return 0.0
 
     def wave(resident: int, streaming_cus: int) -> float:
-        cap = (gpu.l2_bandwidth_bytes_per_s if program.l2_hits else hbm_bytes_per_s) / streaming_cus
-        return workgroup_s(program, gpu, resident, residency.warps_per_workgroup, cap, curve)
+        return workgroup_s(program, gpu, resident, residency.warps_per_workgroup, streaming_cus, curve,
+                           hbm_bytes_per_s)
 
     full, rest = divmod(residency.workgroups, cus * per_cu)
     total = full * wave(per_cu, cus) if full else 0.0

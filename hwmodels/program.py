@@ -100,9 +100,10 @@ class Program:
     prefetch: int = 0
     setup_chain: Chain = NO_CHAIN
     setup_instructions: float = 0.0
-    # True: the trips' loads hit L2 (tiles that many workgroups share, as a GEMM's A and B tiles or the K and
-    # V tiles of a GQA group); their latency and bandwidth are L2's, and HBM sees only the launch's bytes.
-    l2_hits: bool = False
+    # Workgroups that load each tile of the trips (a GEMM's row blocks share a B tile, the query blocks and
+    # heads of a GQA group their K and V tiles): the first touch comes from HBM, the rest hit L2, so a CU's
+    # share of HBM bandwidth stretches `reuse` times, up to its share of L2. 1: every tile streams from HBM.
+    reuse: float = 1.0
     # Irregular grids: the trips of each workgroup in dispatch order (split-KV over uneven histories, expert
     # tiles over uneven token counts); empty: every workgroup runs `trips`, the busiest's.
     trip_counts: tuple[int, ...] = ()
@@ -114,6 +115,8 @@ class Program:
             value = getattr(self, name)
             if not value >= 0:
                 raise ValueError(f"{name} must be a non-negative number, got {value!r}")
+        if not self.reuse >= 1:
+            raise ValueError(f"reuse must be at least 1, got {self.reuse!r}")
         if self.prefetch < 0:
             raise ValueError(f"prefetch must not be negative, got {self.prefetch}")
 

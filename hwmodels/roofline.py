@@ -33,8 +33,8 @@ from dataclasses import dataclass
 from enum import Enum
 
 from hwmodels.calibration import Calibration, CostModel
-from hwmodels.dtypes import Dtype
 from hwmodels.cycle_time import Dispatch, MemoryCurve, Residency, completion_s, grid_s
+from hwmodels.dtypes import Dtype
 from hwmodels.occupancy import Occupancy, occupancy
 from hwmodels.program import Program, streaming_program
 from hwmodels.spec import GPU
@@ -135,7 +135,7 @@ def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = Lau
         residency = Residency(work.workgroups, -(-work.threads_per_workgroup // gpu.wave_size),
                               occ.workgroups_per_cu)
         curve = MemoryCurve(calib.mlp_latency_s or gpu.dram_latency_s, calib.mlp_smoothness)
-        latency_s = grid_s(work.program or default_program(work, gpu), gpu, residency, bandwidth, curve, dispatch)
+        latency_s = grid_s(work.program or default_program(work, gpu), gpu, residency, curve, bandwidth, dispatch)
         latency_s += completion_s(gpu) if work.write_bytes else 0.0
     else:
         cu_bandwidth = bandwidth / (calib.hbm_saturation_cu_fraction * cus)

@@ -84,6 +84,7 @@ ISSUE_LANES = {"fp32_lanes_per_cu": "fp32_fma", "int32_lanes_per_cu": "int32_mad
                "sfu_lanes_per_cu": "exp2"}
 ISSUE_LATENCY = {"alu_latency_cycles": "fp32_fma", "int_latency_cycles": "int32_mad",
                  "sfu_latency_cycles": "exp2"}
+MLP_FIT_VALUES_PER_THREAD = 8  # rows whose threads hold more issue their loads one after another: not fitted
 MMA_DEEP_K = (512, 64)  # one dot this deep, less one this deep: the k loop's step
 MMA_LATENCY_SHAPE = (16, 16, 16, 1)  # m, n, k, num_warps
 BARRIER_WARPS = 4
@@ -239,17 +240,22 @@ def _latency(t: _Table) -> Derived:
 
 
 def _mlp(t: _Table) -> Derived:
+    """The curve is fitted on the rows whose bytes are all in flight at once: at most MLP_FIT_VALUES_PER_THREAD
+    fp32 per thread (two 16-byte loads). A thread that holds more issues its loads one after another, and
+    those rows fall below the curve of their nominal bytes in flight (at 16 KiB per SM: 15-17 GB/s with 32
+    values per thread, 26-28 GB/s with 4-8)."""
     name = t.path.name
-    x = [t.num(r, "bytes_in_flight_per_sm") for r in t.rows]
-    y = [t.num(r, "bytes_per_s_per_sm") for r in t.rows]
+    rows = [r for r in t.rows if t.num(r, "block_elems") / (32 * t.num(r, "num_warps")) <= MLP_FIT_VALUES_PER_THREAD]
+    x = [t.num(r, "bytes_in_flight_per_sm") for r in rows]
+    y = [t.num(r, "bytes_per_s_per_sm") for r in rows]
     values: dict[str, float | None] = {}
     notes: dict[str, str] = {}
     keys = ("loaded_latency_s", "cu_bandwidth_bytes_per_s", "mlp_smoothness")
     if len(x) >= MLP_MIN_ROWS:
         latency, cap, n = fit_mlp(x, y)
         values.update(zip(keys, (latency, cap, n), strict=True))
-        text = (f"{name}: fit of bytes_per_s_per_sm against bytes_in_flight_per_sm, all {len(x)} rows, "
-                "bw = (x/L) / (1 + (x/(L*cap))^n)^(1/n) in log space")
+        text = (f"{name}: fit of bytes_per_s_per_sm against bytes_in_flight_per_sm, the {len(x)} rows with at most "
+                f"{MLP_FIT_VALUES_PER_THREAD} fp32 per thread, bw = (x/L) / (1 + (x/(L*cap))^n)^(1/n) in log space")
         notes.update(dict.fromkeys(keys, text))
     else:
         notes.update(dict.fromkeys(keys, f"{name}: {len(x)} rows, the fit needs >= {MLP_MIN_ROWS}"))

@@ -78,23 +78,23 @@ class AttentionPrefill(KernelKind):
                 flop_per_workgroup=(4 * d + _SOFTMAX_FLOP_PER_PAIR) * rows * keys,
                 # the query blocks and heads of one KV group share its K and V through L2
                 memory_workgroups=s * self.kv_heads,
-                program=self._program(keys),
+                program=self._program(keys, cdiv(self.q_len, self.block_m) * (h // self.kv_heads)),
             ),
         )
 
-    def _program(self, keys: int) -> Program:
+    def _program(self, keys: int, reuse: int) -> Program:
         """A query block streams K and V tiles, two stages deep (FlashAttention-2/3 pipelines).
 
         Per tile: the QK^T accumulator chain over head_dim, the row max and sum (FlashAttention keeps a
         row inside one warp: a shuffle tree over the tile's columns held by a quad, 2 steps each), two
         exponentials, and the PV chain over the tile's rows. The query blocks and heads of a KV group read
-        the same K and V tiles, so the trips hit L2.
+        the same K and V tiles (`reuse`): after the first touch they hit L2.
         """
         d, bn = self.head_dim, self.block_n
         narrow = self.dtype.bits <= 8
         chain = Chain(mma=mma_steps(d, narrow) + mma_steps(bn, narrow), shuffle=4, sfu=2, alu=3)
         return Program(trips=cdiv(keys, bn), trip_load_bytes=self.dtype.storage_bytes(2 * bn * d),
-                       trip_chain=chain, prefetch=1, setup_chain=Chain(dram=1), l2_hits=True)
+                       trip_chain=chain, prefetch=1, reuse=reuse)
 
 
 @dataclass(frozen=True)

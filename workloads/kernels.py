@@ -44,17 +44,15 @@ def _gemm_lds_bytes(stages: int, tile_m: int, tile_n: int, tile_k: int, dtype: D
 _MMA_ROWS = 16
 
 
-def _gemm_program(depth: int, rows: int, tile_n: int, tile_k: int, stages: int, dtype: Dtype,
-                  shared: bool) -> Program:
-    """A GEMM tile: k / tile_k trips, each loading `rows` of A and a B tile `stages - 1` trips ahead (cp.async or TMA
-    pipelines; buffer_load on CDNA), and feeding the accumulators tile_k deep; the matrix rate itself is the
-    roofline's compute term. With several row blocks (`shared`) the tiles are shared through L2 (and TMA
-    multicast), which the published matmul efficiencies already price, so only the accumulator chain and the
-    first stage's round trip are added; with one row block (decode) each column block streams its weights
-    from HBM, `stages - 1` trips ahead, and Little's law applies."""
-    loads = 0.0 if shared else dtype.storage_bytes(tile_n * tile_k)  # B from HBM; the few A rows hit L2
-    return Program(trips=cdiv(depth, tile_k), trip_load_bytes=loads, prefetch=max(1, stages - 1),
-                   trip_chain=Chain(mma=mma_steps(tile_k, dtype.bits <= 8)), setup_chain=Chain(dram=1))
+def _gemm_program(depth: int, tile_n: int, tile_k: int, stages: int, dtype: Dtype, row_blocks: int) -> Program:
+    """A GEMM tile: k / tile_k trips, each loading its B tile `stages - 1` trips ahead (cp.async or TMA
+    pipelines; buffer_load on CDNA) and feeding the accumulators tile_k deep; the matrix rate itself is the
+    roofline's compute term. The `row_blocks` row blocks of a column share its B tiles: the first touch comes
+    from HBM, the rest from L2 (the few A rows a trip needs hit L2 as well). Setup: the first stage's round
+    trip is the first trip's load."""
+    return Program(trips=cdiv(depth, tile_k), trip_load_bytes=dtype.storage_bytes(tile_n * tile_k),
+                   prefetch=max(1, stages - 1), trip_chain=Chain(mma=mma_steps(tile_k, dtype.bits <= 8)),
+                   reuse=row_blocks)
 
 
 def row_program(row_bytes: float, values: int, threads: int) -> Program:
@@ -126,7 +124,7 @@ class Gemm(KernelKind):
                     self.stages, self.tile_m, self.tile_n, self.tile_k, self.dtype
                 ),
                 family=Family.GEMM,
-                program=_gemm_program(depth, rows, cols, self.tile_k, self.stages, self.dtype, m > self.tile_m),
+                program=_gemm_program(depth, cols, self.tile_k, self.stages, self.dtype, cdiv(m, self.tile_m)),
                 **figures,
             ),
         )
@@ -172,8 +170,8 @@ class MoeGemm(KernelKind):
                     self.stages, self.tile_m, self.tile_n, self.tile_k, self.dtype
                 ),
                 family=Family.MOE_GEMM,
-                program=_gemm_program(k, min(t, self.tile_m), min(n, self.tile_n), self.tile_k, self.stages,
-                                      self.dtype, t > self.tile_m),
+                program=_gemm_program(k, min(n, self.tile_n), self.tile_k, self.stages, self.dtype,
+                                      max(1, row_tiles)),
                 **_tile_figures(min(t, self.tile_m), min(n, self.tile_n), k, self.tile_m,
                                 e * cdiv(n, self.tile_n) if t else 0, self.dtype, self.out_dtype),
             ),
