@@ -9,10 +9,11 @@ Per trip of a workgroup's loop, with r workgroups resident on a CU of S schedule
            with memory-level and thread-level parallelism awareness", ISCA 2009, combine the two the same way);
 - memory:  by Little's law a CU with x bytes in flight receives x / L bytes per second, L the DRAM latency;
            `mlp_smoothness` n bends that into the CU's ceiling c, rate = (x/L) / (1 + ((x/L)/c)^n)^(1/n),
-           fitted on the memory-level-parallelism probe with every CU streaming distinct data, and capped by
-           the CU's share of HBM over the CUs that stream. Tiles that several workgroups read (`reuse`: HBM
-           once, L2 after) raise both, up to L2's bandwidth over the streaming CUs. A trip waits for its load unless the load
-           was issued `prefetch` trips ahead, in which case only the part the pipeline cannot cover.
+           fitted on the memory-level-parallelism probe, and capped by the CU's share of HBM over the CUs that
+           stream. Tiles that several workgroups read (`reuse`: HBM once, L2 after) contend less for HBM and
+           raise that share, up to L2's bandwidth over the streaming CUs. A trip waits for its load
+           unless the load was issued `prefetch` trips ahead, in which case only the part the pipeline cannot
+           cover.
 
 A workgroup takes its setup chain plus `trips` trips. Workgroups run in waves of (CUs x resident); a last,
 partial wave runs with fewer resident per CU; no grid finishes before the dispatcher has handed the busiest CU
@@ -67,7 +68,8 @@ def trip_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus:
         return compute
     stages = max(1, program.prefetch)
     in_flight = resident * program.trip_load_bytes * stages
-    rate = min(loaded_rate(in_flight, curve.latency_s, cu_ceiling(program, gpu, streaming_cus), curve.smoothness),
+    # the CU's own curve (its memory pipeline), capped by its share of what every streaming CU reads at once
+    rate = min(loaded_rate(in_flight, curve.latency_s, gpu.cu_bandwidth_bytes_per_s, curve.smoothness),
                cu_share(program, gpu, hbm_bytes_per_s, streaming_cus))
     load = in_flight / rate
     if program.prefetch == 0:
@@ -75,16 +77,10 @@ def trip_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus:
     return max(compute, load / stages)
 
 
-def cu_ceiling(program: Program, gpu: GPU, streaming_cus: int) -> float:
-    """The bandwidth one CU's curve bends into: `cu_bandwidth`, what one CU gets while every CU streams distinct
-    HBM data (the probe shows one CU alone does no better at the same bytes in flight), raised by tiles that
-    `reuse` L2 after their first touch, up to L2's bandwidth over the streaming CUs."""
-    return min(gpu.cu_bandwidth_bytes_per_s * program.reuse, gpu.l2_bandwidth_bytes_per_s / max(1, streaming_cus))
-
-
 def cu_share(program: Program, gpu: GPU, hbm_bytes_per_s: float, streaming_cus: int) -> float:
     """One CU's share of what the trips read while `streaming_cus` stream: HBM's bandwidth, stretched by the
-    tiles' reuse through L2, at most L2's, over the streaming CUs."""
+    tiles' reuse through L2 (the first touch of a tile comes from HBM, the others hit L2, so HBM is contended
+    `reuse` times less), at most L2's, over the streaming CUs. A small grid, latency-bound, gains nothing."""
     return min(hbm_bytes_per_s * program.reuse, gpu.l2_bandwidth_bytes_per_s) / max(1, streaming_cus)
 
 

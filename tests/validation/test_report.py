@@ -32,7 +32,8 @@ def test_every_group_has_a_bounded_median_error(rows):
 def test_decode_gemms_are_predicted_memory_bound_and_large_ones_compute_bound(rows):
     for row in rows:
         if row.label.startswith(("1x", "8x")):
-            assert row.bound == "memory", row
+            # streaming the weights: HBM's bandwidth, or the latency of the loads a pipeline keeps in flight
+            assert row.bound in ("memory", "latency"), row
         if row.label.startswith(("4096x", "8192x", "16384x")):
             assert row.bound == "compute", row
 

@@ -102,4 +102,5 @@ def compare(row: dict[str, str], gpu_name: str) -> Comparison:
     instructions, registers = compiled(gpu_name, row["kernel"], row["codec"])
     counts = per_thread(gpu_name, row["kernel"], row["codec"])
     label = f"{kind.kind} {row['codec']} {2 * int(row['values']) // MIB} MiB"
-    return compare_row(row, Compiled(kernel, (instructions,), (registers,), (counts,)), gpu_name, label, f"codec {kind.kind}")
+    counted = Compiled(kernel, (instructions,), (registers,), (counts,))
+    return compare_row(row, counted, gpu_name, label, f"codec {kind.kind}")

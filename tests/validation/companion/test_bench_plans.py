@@ -33,4 +33,5 @@ def test_the_entry_point_parses_every_command_without_torch():
     code = ("import sys; from validation.companion.bench.cli import COMMANDS, parser; parser(); "
             "import validation.companion.bench.collective_workers; print('torch' in sys.modules, sorted(COMMANDS))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    assert out.stdout.split(maxsplit=1) == ["False", "['collectives', 'quickreduce', 'sass-counts', 'suites']\n"]
+    commands = "['collectives', 'probes', 'quickreduce', 'sass-counts', 'suites']\n"
+    assert out.stdout.split(maxsplit=1) == ["False", commands]

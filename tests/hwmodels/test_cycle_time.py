@@ -1,0 +1,111 @@
+"""The cycle-level model: chains, trips, waves and the cost-model switch, on the real specs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hwmodels.calibration import CostModel, load_calibration
+from hwmodels.cycle_time import MemoryCurve, Residency, bound_dispatch_s, grid_s, trip_s, waves_s, workgroup_s
+from hwmodels.program import Chain, Program, reduction_chain, streaming_program
+from hwmodels.roofline import Bound, LaunchMode, kernel_time, roofline_floor_s
+from hwmodels.spec import load_gpu, spec_names
+from hwmodels.work import Family, Work
+
+H200 = load_gpu("h200")
+CURVE = MemoryCurve(H200.dram_latency_s, 1.0)
+HBM = H200.hbm_bandwidth_bytes_per_s * 0.9
+
+
+def test_a_chain_costs_its_steps_at_the_gpus_latencies():
+    chain = Chain(mma=36, reduction=2, sfu=1, dram=1)
+    cycles = 36 * H200.mma_latency_cycles + 2 * H200.reduction_latency_cycles + H200.sfu_latency_cycles
+    assert chain.seconds(H200) == pytest.approx(cycles / H200.boost_clock_hz + H200.dram_latency_s)
+    assert (chain + chain).seconds(H200) == pytest.approx(2 * chain.seconds(H200))
+    assert (3 * chain).seconds(H200) == pytest.approx(3 * chain.seconds(H200))
+    with pytest.raises(ValueError, match="alu"):
+        Chain(alu=float("nan"))
+
+
+def test_a_reduction_crosses_warps_only_when_the_workgroup_has_several():
+    assert reduction_chain(32, 1, 32) == Chain(shuffle=5)
+    assert reduction_chain(8, 1, 32) == Chain(shuffle=3)
+    assert reduction_chain(128, 4, 32) == Chain(reduction=1)
+
+
+def test_a_trip_waits_for_its_load_unless_it_was_prefetched():
+    compute = Program(trips=1, trip_load_bytes=4096, trip_instructions=200, trip_chain=Chain(reduction=1))
+    waited = trip_s(compute, H200, 1, 4, H200.compute_units, CURVE, HBM)
+    pipelined = trip_s(replace(compute, prefetch=1), H200, 1, 4, H200.compute_units, CURVE, HBM)
+    alone = trip_s(replace(compute, trip_load_bytes=0), H200, 1, 4, H200.compute_units, CURVE, HBM)
+    assert alone == pytest.approx(200 / H200.boost_clock_hz + Chain(reduction=1).seconds(H200))
+    assert waited > alone + 0.9 * H200.dram_latency_s  # serial: the load, then the work
+    assert pipelined == pytest.approx(max(alone, waited - alone))  # overlapped: the slower of the two
+
+
+def test_warps_sharing_a_scheduler_issue_in_turn():
+    program = Program(trips=1, trip_instructions=1000)
+    one = trip_s(program, H200, 1, 4, 1, CURVE, HBM)  # 4 warps on 4 schedulers
+    eight = trip_s(program, H200, 8, 4, 1, CURVE, HBM)  # 32 warps: 8 per scheduler
+    assert one == pytest.approx(1000 / H200.boost_clock_hz)
+    assert eight == pytest.approx(8 * one)
+
+
+def test_waves_run_full_then_partial():
+    program = Program(trips=10, trip_instructions=100, trip_chain=Chain(alu=50))
+    one_wave = waves_s(program, H200, Residency(132, 4, 2), CURVE, HBM)
+    assert one_wave == pytest.approx(workgroup_s(program, H200, 1, 4, 132, CURVE, HBM))
+    three = waves_s(program, H200, Residency(132 * 2 * 3, 4, 2), CURVE, HBM)
+    assert three == pytest.approx(3 * workgroup_s(program, H200, 2, 4, 132, CURVE, HBM))
+
+
+def test_no_grid_finishes_before_the_dispatcher_hands_out_its_workgroups():
+    empty = Program()
+    big = Residency(132 * 256, 4, 16)
+    assert grid_s(empty, H200, big, CURVE, HBM) == pytest.approx(256 * H200.workgroup_dispatch_s)
+
+
+def test_without_a_dispatcher_an_irregular_grid_gets_two_lower_bounds():
+    assert bound_dispatch_s([5.0, 1.0, 1.0], 2) == 5.0  # the longest workgroup
+    assert bound_dispatch_s([1.0] * 10, 2) == 5.0  # the work spread over the slots
+    assert bound_dispatch_s([], 4) == 0.0
+
+
+def test_a_small_grid_cannot_pull_full_bandwidth():
+    # Little's law: 16 workgroups of 256 threads keep 16 x 16 KiB in flight, far from what HBM needs
+    stream = dict(flop_by_dtype={}, read_bytes=64e6, write_bytes=64e6, threads_per_workgroup=256, family=Family.COPY)
+    calib = load_calibration("h200")
+    full = kernel_time(Work(workgroups=8192, **stream), H200, calib, LaunchMode.GRAPH)
+    few = kernel_time(Work(workgroups=16, **stream), H200, calib, LaunchMode.GRAPH)
+    # 16 CUs at the probe curve's ~27 GB/s for 16 KiB in flight: about 0.43 TB/s of the 4.3 a full grid gets
+    assert few.bound is Bound.LATENCY and full.bound is Bound.MEMORY
+    assert 4 * full.time_s < few.time_s < 12 * full.time_s
+
+
+def test_the_roofline_model_stays_selectable_and_differs():
+    work = Work({}, 1e6, 1e6, workgroups=1, threads_per_workgroup=256, program=streaming_program(1e6, 16384))
+    cycle = kernel_time(work, H200, load_calibration("h200"), LaunchMode.GRAPH)
+    roofline = kernel_time(work, H200, load_calibration("h200", cost_model="roofline"), LaunchMode.GRAPH)
+    assert load_calibration("h200").cost_model is CostModel.CYCLE
+    assert cycle.bound is Bound.LATENCY and roofline.bound is not Bound.LATENCY
+    assert cycle.time_s != roofline.time_s
+    with pytest.raises(ValueError, match="unknown cost model 'fast'"):
+        load_calibration("h200", cost_model="fast")
+
+
+@settings(max_examples=150, deadline=None)
+@given(gpu=st.sampled_from(spec_names("gpus")), workgroups=st.integers(1, 50_000), trips=st.integers(0, 500),
+       load=st.floats(0, 1e6), instructions=st.floats(0, 1e4), prefetch=st.integers(0, 6),
+       reductions=st.integers(0, 8), mode=st.sampled_from(list(LaunchMode)))
+def test_no_cycle_prediction_is_below_the_roofline_floor(gpu, workgroups, trips, load, instructions, prefetch,
+                                                         reductions, mode):
+    spec = load_gpu(gpu)
+    program = Program(trips=trips, trip_load_bytes=load, trip_instructions=instructions, prefetch=prefetch,
+                      trip_chain=Chain(reduction=reductions))
+    work = Work({}, workgroups * trips * load, 1e3, workgroups=workgroups, threads_per_workgroup=128,
+                program=program)
+    t = kernel_time(work, spec, load_calibration(gpu), mode)
+    assert t.time_s >= roofline_floor_s(work, spec) and t.time_s > 0

@@ -1,0 +1,65 @@
+"""The workgroup-level DES: equal to the analytic waves on uniform grids, and what sets an irregular grid's time."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from hwmodels.calibration import load_calibration
+from hwmodels.cycle_time import MemoryCurve, Residency, bound_dispatch_s, grid_s, waves_s
+from hwmodels.program import Chain, Program
+from hwmodels.roofline import LaunchMode, kernel_time
+from hwmodels.spec import load_gpu
+from hwmodels.work import Family, Work
+from simulator.cost.workgroup_des import dispatch_s
+
+H200 = load_gpu("h200")
+CURVE = MemoryCurve(H200.dram_latency_s, 1.0)
+HBM = H200.hbm_bandwidth_bytes_per_s * 0.9
+
+
+@settings(max_examples=60, deadline=None)
+@given(duration=st.floats(1e-7, 1e-3), slots=st.integers(1, 600), waves=st.integers(1, 12))
+def test_uniform_grids_take_whole_waves(duration, slots, waves):
+    assert dispatch_s([duration] * (slots * waves), slots) == pytest.approx(waves * duration)
+
+
+@settings(max_examples=40, deadline=None)
+@given(trips=st.integers(1, 200), waves=st.integers(1, 6), resident=st.integers(1, 4))
+def test_the_des_equals_the_analytic_wave_count_on_uniform_grids(trips, waves, resident):
+    program = Program(trips=trips, trip_instructions=150, trip_chain=Chain(reduction=1, alu=4))
+    workgroups = waves * resident * H200.compute_units
+    residency = Residency(workgroups, 4, resident)
+    analytic = waves_s(program, H200, residency, CURVE, HBM)
+    irregular = Program(trips=trips, trip_instructions=150, trip_chain=Chain(reduction=1, alu=4),
+                        trip_counts=(trips,) * workgroups)
+    assert grid_s(irregular, H200, residency, CURVE, HBM, dispatch_s) == pytest.approx(analytic)
+
+
+def test_a_long_workgroup_dispatched_last_sets_the_time():
+    durations = [1.0] * 8 + [4.0]
+    assert dispatch_s(durations, 4) == pytest.approx(2.0 + 4.0)  # two full waves, then the long one
+    assert dispatch_s(list(reversed(durations)), 4) == pytest.approx(4.0)  # started first, it hides the rest
+    assert dispatch_s(durations, 4) >= bound_dispatch_s(durations, 4)
+
+
+def test_split_kv_over_uneven_histories_is_set_by_the_longest():
+    uneven = Program(trips=1, trip_load_bytes=36864, prefetch=1, trip_chain=Chain(mma=38, reduction=2),
+                     trip_counts=(1024,) + (32,) * 63)
+    even = Program(trips=1, trip_load_bytes=36864, prefetch=1, trip_chain=Chain(mma=38, reduction=2),
+                   trip_counts=(int(sum(uneven.trip_counts) / 64),) * 64)
+    calib = load_calibration("h200")
+
+    def launch(program: Program) -> float:
+        work = Work({}, 1e6, 1e4, workgroups=64, threads_per_workgroup=128, family=Family.MLA_DECODE,
+                    program=program)
+        return kernel_time(work, H200, calib, LaunchMode.GRAPH, dispatch_s).time_s
+
+    # the same rows in all: one long sequence keeps its workgroup busy long after the others are done
+    assert launch(uneven) > 5 * launch(even)
+
+
+def test_the_des_rejects_no_slots():
+    with pytest.raises(ValueError, match="slots"):
+        dispatch_s([1.0], 0)
