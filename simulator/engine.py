@@ -125,13 +125,14 @@ def _engine(env: simpy.Environment, state: _State, cost: CycleCost, kv: KVCache,
             continue
         in_system = len(state.running) + len(state.waiting)
         decodes = len(decision.decodes)
-        context = sum([s.computed_tokens + s.generated - s.prefill_target + s.prompt_tokens  # Sequence.context_tokens
-                       for s in decision.decodes])
+        histories = [s.computed_tokens + s.generated - s.prefill_target + s.prompt_tokens  # Sequence.context_tokens
+                     for s in decision.decodes]
+        context = sum(histories)
         prefill_tokens = sum(chunk for _, chunk in decision.prefills)
         stored, loaded = kv.take_transfers()
         step_s = cost.cycle_s(CycleShape(
             len(decision.prefills), prefill_tokens, sum(seq.computed_tokens for seq, _ in decision.prefills),
-            decodes, context, stored + loaded))
+            decodes, context, stored + loaded, max(histories, default=0)))
         # Steps between waits run back to back: nothing else in the simulation moves while a step runs
         # (arrivals sit in a heap the loop reads), so one simpy event per step would only cost time.
         start, now = now, now + step_s

@@ -115,10 +115,16 @@ class MlaDecode(KernelKind):
     heads_per_workgroup: int = 16  # padded heads computed together by one workgroup
     threads: int = 256  # threads per workgroup
     block_n: int = 64  # latent rows staged in LDS per inner step
+    # Each sequence's history when they differ (len == seqs); empty: every sequence has `context`, which is
+    # then their mean. The grid turns irregular: a long sequence keeps its workgroups busy after the others.
+    contexts: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         check_ints(self, ("seqs", "context", "heads", "kv_lora", "rope_dim", "num_splits",
                            "heads_per_workgroup", "threads", "block_n"), ("pad_heads_to",))
+        if self.contexts and (len(self.contexts) != self.seqs or min(self.contexts) < 1):
+            raise ValueError(f"contexts must hold one positive history per sequence ({self.seqs}), "
+                             f"got {len(self.contexts)} values")
         coerce(self, "kv_dtype", Dtype)
         coerce(self, "q_dtype", Dtype)
         if self.num_splits > self.context:
@@ -180,8 +186,27 @@ class MlaDecode(KernelKind):
     @property
     def split_rows(self) -> int:
         """History rows of one split: whole block_n tiles, at least one (as the split-KV kernels cut it)."""
-        per_split = cdiv(cdiv(self.context, self.num_splits), self.block_n) * self.block_n
-        return min(max(per_split, self.block_n), self.context)
+        return self._split_rows(self.context)
+
+    def _split_rows(self, context: int) -> int:
+        per_split = cdiv(cdiv(context, self.num_splits), self.block_n) * self.block_n
+        return min(max(per_split, self.block_n), context)
+
+    def _split_trips(self) -> tuple[int, ...]:
+        """Trips of every (sequence, head block, split) workgroup in grid order, for uneven histories."""
+        groups = cdiv(self.padded_heads, self.heads_per_workgroup)
+        out: list[int] = []
+        for context in self.contexts:
+            rows = self._split_rows(context)
+            for _ in range(groups):
+                for split in range(self.num_splits):
+                    held = min(rows, max(0, context - split * rows))
+                    out.append(cdiv(held, self.block_n))
+        return tuple(out)
+
+    def _merge_trips(self) -> tuple[int, ...]:
+        groups = cdiv(self.padded_heads, self.heads_per_workgroup)
+        return tuple(cdiv(c, self._split_rows(c)) for c in self.contexts for _ in range(groups))
 
     def _split_program(self, width: int) -> Program:
         """One (sequence, head block, split) workgroup: block_n latent rows per trip, two stages deep.
@@ -200,14 +225,17 @@ class MlaDecode(KernelKind):
         # apiece, ~12 per score (scale, mask, max, exp, sum, convert) and one rescale per output value
         mmas = hpw * bn * (width + self.kv_lora) / (16 * 8 * MMA_K) / warps
         per_thread = (hpw * bn * 12 + hpw * self.kv_lora) / self.threads
-        return Program(trips=cdiv(self.split_rows, bn), trip_load_bytes=self.kv_dtype.storage_bytes(bn * width),
+        trips = self._split_trips() if self.contexts else ()
+        return Program(trips=max(trips, default=cdiv(self.split_rows, bn)),
+                       trip_load_bytes=self.kv_dtype.storage_bytes(bn * width),
                        trip_instructions=2 * mmas + per_thread, trip_chain=chain, prefetch=1,
-                       setup_chain=Chain(dram=1, sfu=1))
+                       setup_chain=Chain(dram=1, sfu=1), trip_counts=trips)
 
     def _merge_program(self) -> Program:
         """One (sequence, head block): a trip per split that held rows, each waiting for that split's partial."""
-        used = cdiv(self.context, self.split_rows)
+        trips = self._merge_trips() if self.contexts else ()
         part = self.heads_per_workgroup * (self.kv_lora + 1) * 4
-        return Program(trips=used, trip_load_bytes=part, trip_chain=Chain(sfu=2, alu=3),
-                       trip_instructions=3 * part / 4 / self.threads, setup_chain=NO_CHAIN)
+        return Program(trips=max(trips, default=cdiv(self.context, self.split_rows)), trip_load_bytes=part,
+                       trip_chain=Chain(sfu=2, alu=3), trip_instructions=3 * part / 4 / self.threads,
+                       setup_chain=NO_CHAIN, trip_counts=trips)
 

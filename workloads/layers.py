@@ -183,8 +183,10 @@ def _mla_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
                 # DCP: each rank attends the whole group's heads over its own share of the positions;
                 # a split kernel never makes more partitions than positions (short contexts use fewer)
                 context = max(1, cdiv(_mean(contexts) + 1, d.dcp))
+                # uneven histories make an irregular grid (each rank holds its DCP share of each history)
+                histories = tuple(max(1, cdiv(c + 1, d.dcp)) for c in contexts) if len(set(contexts)) > 1 else ()
                 yield _k(layer, "mla.decode", DECODE_HISTORY, MlaDecode(
-                    seqs=len(contexts), context=context,
+                    seqs=len(contexts), context=context, contexts=histories,
                     heads=h * per_seq * d.dcp, kv_lora=a.kv_lora_rank, rope_dim=a.qk_rope_head_dim,
                     num_splits=min(o.mla_num_splits, context), pad_heads_to=o.mla_pad_heads_to * per_seq * d.dcp,
                     kv_dtype=d.kv_dtype, **tiles.mla_decode_tiles(

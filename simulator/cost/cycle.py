@@ -36,6 +36,7 @@ class CycleShape:
     decodes: int = 0  # decoding sequences (verifying their drafts when the cost has drafts)
     decode_context: int = 0  # history tokens of all decoding sequences
     host_blocks: int = 0  # KV blocks copied to or from host DRAM during the cycle
+    decode_context_max: int = 0  # the longest history among them (0: not given, all at the mean)
 
 
 @dataclass(frozen=True)
@@ -70,16 +71,19 @@ class CycleCost:
     def cycle_s(self, shape: CycleShape) -> float:
         """Seconds of one engine cycle of this shape."""
         r = self.bucket_ratio
-        decodes = (shape.decodes, bucket(shape.decode_context / max(1, shape.decodes), r))
+        mean = shape.decode_context / max(1, shape.decodes)
+        # one sequence much longer than the mean makes the decode grid irregular: kept apart in the key
+        longest = bucket(shape.decode_context_max, r) if shape.decode_context_max > mean * r * r else 0
+        decodes = (shape.decodes, bucket(mean, r), longest if shape.decodes > 1 else 0)
         key = ((shape.prefills, bucket(shape.prefill_tokens / max(1, shape.prefills), r),
                 bucket(shape.prefill_cached / max(1, shape.prefills), r)),
-               *(((0, 0), decodes, self.drafts) if self.drafts and shape.decodes else (decodes, (0, 0), 0)))
+               *(((0, 0, 0), decodes, self.drafts) if self.drafts and shape.decodes else (decodes, (0, 0, 0), 0)))
         total = self._cycles.get(key)
         if total is None:
             start = time.perf_counter()
             total = self._step_s(key)
             if key[3]:  # the drafter decodes the verifying sequences once per draft token
-                total += key[3] * self.draft_fraction * self._step_s(((0, 0, 0), key[2], (0, 0), 0))
+                total += key[3] * self.draft_fraction * self._step_s(((0, 0, 0), key[2], (0, 0, 0), 0))
             self._cycles[key] = total
             self.misses += 1
             self.miss_wall_s += time.perf_counter() - start
@@ -91,15 +95,16 @@ class CycleCost:
         return total
 
     def _step_s(self, key: tuple) -> float:
-        """The step of a bucketed key, every sequence of a kind at the kind's bucketed mean."""
+        """The step of a bucketed key: every sequence of a kind at the kind's bucketed mean, except a longest
+        one kept apart (the rest then at the mean of the others)."""
         total = self._steps.get(key)
         if total is None:
-            (prefills, tokens, cached), (decodes, decode_ctx), (verifies, verify_ctx), drafts = key
+            (prefills, tokens, cached), decodes, verifies, drafts = key
             tokens = max(1, tokens)
-            sampled = prefills + decodes + verifies * (drafts + 1)
-            step_tokens = prefills * tokens + decodes + verifies * (drafts + 1)
+            sampled = prefills + decodes[0] + verifies[0] * (drafts + 1)
+            step_tokens = prefills * tokens + decodes[0] + verifies[0] * (drafts + 1)
             total = self._steps[key] = self.parts.total_s(
-                ((tokens, cached),) * prefills, (decode_ctx,) * decodes, (verify_ctx,) * verifies, drafts,
+                ((tokens, cached),) * prefills, _contexts(*decodes), _contexts(*verifies), drafts,
                 max(sampled, bucket(step_tokens, self.bucket_ratio)))
         return total
 
@@ -107,3 +112,11 @@ class CycleCost:
     def hit_rate(self) -> float:
         looked_up = self.hits + self.misses
         return self.hits / looked_up if looked_up else 0.0
+
+
+def _contexts(count: int, mean: int, longest: int) -> tuple[int, ...]:
+    """`count` histories of mean `mean`: all equal, or, with `longest`, that one and the rest at their mean."""
+    if not longest or count < 2:
+        return (mean,) * count
+    rest = max(0, round((count * mean - longest) / (count - 1)))
+    return (rest,) * (count - 1) + (longest,)
