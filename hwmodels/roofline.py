@@ -69,6 +69,7 @@ class KernelTime:
     bound: Bound
     waves: int
     occupancy: Occupancy | None
+    latency_s: float = 0.0  # the workgroups' programs: chains, waited loads, issue, waves (cycle-level model)
 
 
 def matrix_clock_share(gpu: GPU) -> float:
@@ -158,6 +159,7 @@ def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = Lau
         bound=bound,
         waves=-(-work.workgroups // (cus * occ.workgroups_per_cu)),
         occupancy=occ,
+        latency_s=latency_s,
     )
 
 

@@ -44,12 +44,10 @@ def validate_query(hw: str, write_report: bool = False, rows: bool = False) -> d
     recorded = sorted(p.name for p in DATA_DIR.iterdir() if p.is_dir() and p.name in spec_names("gpus"))
     if hw not in recorded:
         raise ValueError(f"no measurements for --hw {hw!r}; recorded: {', '.join(recorded) or 'none'}")
-    from hwmodels.calibration import cost_model_chosen
-    from validation.report import leave_one_family_out, overall_summary
+    from validation.report import leave_one_family_out, overall_summary, roofline_summary
 
     compared = compare_all(hw)
-    with cost_model_chosen("roofline"):
-        before = error_summary(compare_all(hw))
+    before = roofline_summary(hw)
     left_out = leave_one_family_out(hw, compared)
     result: dict[str, Any] = {
         "hw": hw,

@@ -65,6 +65,14 @@ def compare_all(hw: str) -> list[Comparison]:
     return rows + compare_collectives(f"{hw}x2")
 
 
+def roofline_summary(hw: str) -> dict[str, dict[str, float]]:
+    """`error_summary` of every row of a GPU under the roofline cost model (the before column)."""
+    from hwmodels.calibration import cost_model_chosen
+
+    with cost_model_chosen("roofline"):
+        return error_summary(compare_all(hw))
+
+
 def overall_summary(rows: list[Comparison]) -> dict[str, float]:
     """Median and p90 absolute % error over every held-out row, whatever its family."""
     held = [abs(r.error) * 100 for r in rows if not r.fitted]
