@@ -136,3 +136,35 @@ def test_columns_end_with_timing_then_provenance():
         assert cols[-len(probes.PROVENANCE_COLUMNS):] == probes.PROVENANCE_COLUMNS, probe
         assert set(probes.TIMING_COLUMNS) <= set(cols)
         assert len(set(cols)) == len(cols)
+
+
+# constant of validation.probes -> (where the H200 spec or calibration holds it)
+SPEC_FROM_PROBE = {
+    "dram_latency_s": "dram_latency_s", "l2_latency_s": "l2_latency_s",
+    "l2_bandwidth_bytes_per_s": "l2_bandwidth_bytes_per_s", "cu_bandwidth_bytes_per_s": "cu_bandwidth_bytes_per_s",
+    "launch_graph_node_s": "launch_graph_node_s", "kernel_floor_s": "kernel_floor_s",
+    "launch_eager_s": "launch_eager_s", "workgroup_dispatch_s": "workgroup_dispatch_s",
+    "matmul_clock_hz": "matmul_clock_hz", "copy_clock_hz": "boost_clock_hz",
+    "alu_latency_cycles": "alu_latency_cycles", "int_latency_cycles": "int_latency_cycles",
+    "sfu_latency_cycles": "sfu_latency_cycles", "mma_latency_cycles": "mma_latency_cycles",
+    "shuffle_latency_cycles": "shuffle_latency_cycles", "reduction_latency_cycles": "reduction_latency_cycles",
+    "fp32_lanes_per_cu": "fp32_lanes_per_cu", "int32_lanes_per_cu": "int32_lanes_per_cu",
+    "bit_lanes_per_cu": "bit_lanes_per_cu", "sfu_lanes_per_cu": "sfu_lanes_per_cu",
+    "lds_bytes_per_clock_per_cu": "lds_bytes_per_clock_per_cu",
+}
+CALIBRATION_FROM_PROBE = {"loaded_latency_s": "mlp_latency_s", "mlp_smoothness": "mlp_smoothness"}
+
+
+def test_the_h200_constants_are_what_the_committed_probes_give():
+    from hwmodels.calibration import load_calibration
+    from hwmodels.spec import load_gpu
+    from hwmodels.units import spellings
+
+    c = probes.probe_constants()
+    gpu, calib = load_gpu("h200"), load_calibration("h200")
+    for name, field in SPEC_FROM_PROBE.items():
+        assert getattr(gpu, field) == pytest.approx(getattr(c, name), rel=5e-3), name
+        key = next(k for k in spellings(field) if k in gpu.sources)
+        assert "probe" in gpu.sources[key], (field, gpu.sources[key])
+    for name, field in CALIBRATION_FROM_PROBE.items():
+        assert getattr(calib, field) == pytest.approx(getattr(c, name), rel=5e-3), name
