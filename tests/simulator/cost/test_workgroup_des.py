@@ -31,7 +31,8 @@ def test_the_des_equals_the_analytic_wave_count_on_uniform_grids(trips, waves, r
     program = Program(trips=trips, trip_instructions=150, trip_chain=Chain(reduction=1, alu=4))
     workgroups = waves * resident * H200.compute_units
     residency = Residency(workgroups, 4, resident)
-    analytic = waves_s(program, H200, residency, CURVE, HBM)
+    analytic = grid_s(program, H200, residency, CURVE, HBM)  # the waves, or the dispatcher if slower
+    assert analytic >= waves_s(program, H200, residency, CURVE, HBM)
     irregular = Program(trips=trips, trip_instructions=150, trip_chain=Chain(reduction=1, alu=4),
                         trip_counts=(trips,) * workgroups)
     assert grid_s(irregular, H200, residency, CURVE, HBM, dispatch_s) == pytest.approx(analytic)
