@@ -60,6 +60,7 @@ class Fabric:
     topology: Topology
     links: dict[tuple[str, str], Link]
     link_efficiency: float = 1.0  # usable share of the line rate already applied to every GPU link
+    peer_load_latency_s: float = 0.0  # an SM's load from a peer GPU's memory, round trip (0: not modelled)
 
     def line_rate_bytes_per_s(self, ranks: int) -> float:
         """Raw bandwidth out of rank 0 to the other members of a group of `ranks` (one direction)."""
@@ -111,7 +112,7 @@ def build_fabric(platform: Platform, gpu: GPU) -> Fabric:
     for i in range(n):
         add(gpu_node(i), host_node(i), gpu.host_link_bytes_per_s * PCIE_EFFICIENCY, 0.0)
         add(host_node(i), gpu_node(i), gpu.host_link_bytes_per_s * PCIE_EFFICIENCY, 0.0)
-    return Fabric(platform.name, n, platform.topology, links, platform.link_efficiency)
+    return Fabric(platform.name, n, platform.topology, links, platform.link_efficiency, platform.peer_load_latency_s)
 
 
 def fair_rates(routes: Sequence[tuple[Link, ...]]) -> list[float]:

@@ -143,9 +143,12 @@ class Platform:
     link_bandwidth_bytes_per_s: float  # one link, one direction, line rate
     link_efficiency: float  # usable fraction of line rate after protocol overhead
     link_latency_s: float
+    peer_load_latency_s: float  # an SM's dependent load from a peer GPU's memory, round trip
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
+        if not (self.peer_load_latency_s > 0 and math.isfinite(self.peer_load_latency_s)):
+            raise FieldError("peer_load_latency_s", f"must be positive and finite, got {self.peer_load_latency_s}")
         if self.gpus < 2:
             raise FieldError("gpus", "a platform has at least 2 GPUs")
         if not 0 < self.link_efficiency <= 1:

@@ -63,7 +63,10 @@ _OWN_COLUMNS = {
              ("cycles_per_round", "bytes_per_clock_per_sm", "bytes_per_s_per_sm")),
     "clock": (("load", "seconds", "samples", "work_per_op"),
               ("sm_clock_mhz_median", "sm_clock_mhz_min", "power_w_median", "work_per_s")),
+    "peer": (("what", "location", "grid", "block_elems", "num_warps", "footprint_bytes", "steps", "bytes_in_flight"),
+             ("ns_per_load", "bytes_per_s")),
 }
+MULTI_GPU_PROBES = ("peer",)  # recorded on two GPUs of one host (data/<gpu>x2/), skipped on one
 PROBES = tuple(_OWN_COLUMNS)
 COLUMNS = {name: (*own, *TIMING_COLUMNS, *derived, *PROVENANCE_COLUMNS)
            for name, (own, derived) in _OWN_COLUMNS.items()}
@@ -109,6 +112,9 @@ class ProbeConstants:
     workgroup_dispatch_s: float | None = None
     matmul_clock_hz: float | None = None
     copy_clock_hz: float | None = None
+    peer_load_latency_s: float | None = None
+    peer_read_bandwidth_bytes_per_s: float | None = None
+    peer_loaded_latency_s: float | None = None
     fp32_lanes_per_cu: float | None = None
     int32_lanes_per_cu: float | None = None
     bit_lanes_per_cu: float | None = None
@@ -337,6 +343,29 @@ def _dispatch(t: _Table) -> Derived:
         f"{t.path.name}: least-squares slope of time_s_median against programs per SM, {len(rows)} empty_grid rows")}
 
 
+def _peer(t: _Table) -> Derived:
+    """Peer loads: the dependent round trip, the best read rate, and the latency a small grid's loads see
+    (bytes in flight over the rate, the median of the peer read rows below half the best rate)."""
+    values, notes = _one(t, "peer_load_latency_s", "ns_per_load", {"what": "chase", "location": "peer"},
+                         " (ns)")
+    if values.get("peer_load_latency_s") is not None:
+        values["peer_load_latency_s"] *= 1e-9
+    reads = [r for r in t.select(what="read", location="peer")]
+    if not reads:
+        values.update(peer_read_bandwidth_bytes_per_s=None, peer_loaded_latency_s=None)
+        notes.update(dict.fromkeys(("peer_read_bandwidth_bytes_per_s", "peer_loaded_latency_s"),
+                                   f"{t.path.name}: no peer read rows"))
+        return values, notes
+    best = max(t.num(r, "bytes_per_s") for r in reads)
+    small = [t.num(r, "bytes_in_flight") / t.num(r, "bytes_per_s") for r in reads if t.num(r, "bytes_per_s") < best / 2]
+    values["peer_read_bandwidth_bytes_per_s"] = best
+    notes["peer_read_bandwidth_bytes_per_s"] = f"{t.path.name}: highest bytes_per_s of what=read, location=peer"
+    values["peer_loaded_latency_s"] = _median(small) if small else None
+    notes["peer_loaded_latency_s"] = (f"{t.path.name}: median bytes_in_flight / bytes_per_s of the {len(small)} peer "
+                                      "read rows below half the best rate (Little's law)")
+    return values, notes
+
+
 def _clock(t: _Table) -> Derived:
     values: dict[str, float | None] = {}
     notes: dict[str, str] = {}
@@ -400,6 +429,8 @@ _DERIVATIONS: dict[str, tuple[Callable[[_Table], Derived], tuple[str, ...], tupl
     "smem": (_smem, ("what", "num_warps", "cycles_per_round", "bytes_per_clock_per_sm"),
              ("shuffle_latency_cycles", "reduction_latency_cycles", "lds_bytes_per_clock_per_cu")),
     "clock": (_clock, ("load", "sm_clock_mhz_median"), ("matmul_clock_hz", "copy_clock_hz")),
+    "peer": (_peer, ("what", "location", "ns_per_load", "bytes_per_s", "bytes_in_flight"),
+             ("peer_load_latency_s", "peer_read_bandwidth_bytes_per_s", "peer_loaded_latency_s")),
 }
 
 

@@ -29,6 +29,16 @@ from workloads.kernel_base import KernelKind
 from workloads.kernels import Dequantize, Elementwise, Quantize
 
 VALUE_BYTES = 2  # fp16 / bf16 activations
+# vLLM's custom all-reduce (csrc/custom_all_reduce.cuh [S62]): at most 36 blocks of 512 threads, each thread
+# loading one 16-byte vector from every rank per iteration before it reduces them.
+CUSTOM_AR_BLOCKS = 36
+CUSTOM_AR_THREADS = 512
+CUSTOM_AR_VECTOR_BYTES = 16
+
+
+def custom_ar_in_flight(n: int) -> float:
+    """Peer bytes one rank's custom all-reduce kernel keeps in flight: every thread's loads from n-1 peers."""
+    return CUSTOM_AR_BLOCKS * CUSTOM_AR_THREADS * CUSTOM_AR_VECTOR_BYTES * (n - 1)
 
 
 class Algorithm(Enum):
@@ -51,6 +61,10 @@ class Phase:
     # True: the phase is a kernel launch of its own (QuickReduce runs three, each waiting on the flags its
     # peers' previous kernel wrote); False: it runs inside the collective's one launch.
     own_launch: bool = False
+    # Bytes of peer loads one rank's kernel keeps in flight when the phase pulls its data with SM loads from
+    # the peers' memory (the custom all-reduce) instead of pushing it: by Little's law its rate is at most
+    # this over the platform's peer-load latency. 0: the data is pushed or copied, the links set the rate.
+    peer_loads_in_flight: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -94,11 +108,13 @@ def allreduce_phases(algorithm: Algorithm, size_bytes: float, n: int, fabric: Fa
                 Phase("all-gather step", _ring_step(fabric, n, slice_bytes), steps=n - 1)]
     if algorithm is Algorithm.ONE_SHOT:
         reduce_all = Elementwise(elements=max(1, values), inputs=n, dtype="bf16")
-        return [Phase("read all peers", _all_to_peers(n, size_bytes), (reduce_all,))]
+        return [Phase("read all peers", _all_to_peers(n, size_bytes), (reduce_all,),
+                      peer_loads_in_flight=custom_ar_in_flight(n))]
     if algorithm is Algorithm.TWO_SHOT:
         reduce_slice = Elementwise(elements=max(1, values // n), inputs=n, dtype="bf16")
-        return [Phase("reduce-scatter", _all_to_peers(n, slice_bytes), (reduce_slice,)),
-                Phase("all-gather", _all_to_peers(n, slice_bytes))]
+        return [Phase("reduce-scatter", _all_to_peers(n, slice_bytes), (reduce_slice,),
+                      peer_loads_in_flight=custom_ar_in_flight(n)),
+                Phase("all-gather", _all_to_peers(n, slice_bytes), peer_loads_in_flight=custom_ar_in_flight(n))]
     wire = codec.wire_bytes(max(1, values // n))  # one rank's slice, in tiles
     slice_values = max(1, values // n)
     # Three launches; each waits for its peers' flags (a zero-byte flow: the route's latency), and the
@@ -143,6 +159,16 @@ def wire_bytes_per_rank(phases: Sequence[Phase], n: int) -> float:
     return sum(p.steps * sum(t.size_bytes for t in p.transfers if t.src == gpu_node(0)) for p in phases)
 
 
+def peer_loads_s(phase: Phase, fabric: Fabric) -> float:
+    """Seconds rank 0 needs to pull its incoming bytes with `phase.peer_loads_in_flight` bytes of loads in
+    flight (Little's law at the platform's peer-load latency), plus one round trip; 0 for pushed phases."""
+    if not phase.peer_loads_in_flight or not fabric.peer_load_latency_s:
+        return 0.0
+    incoming = sum(t.size_bytes for t in phase.transfers if t.dst == gpu_node(0))
+    rate = phase.peer_loads_in_flight / fabric.peer_load_latency_s
+    return fabric.peer_load_latency_s + incoming / rate
+
+
 def _busy_s(kernels: Sequence[KernelKind], gpu: GPU, calib: Calibration, mode: LaunchMode, launch_s: float) -> float:
     """Seconds the kernels keep the GPU busy, back to back, without their launch overheads."""
     launched = [w for k in kernels for w in k.launches()]
@@ -183,7 +209,7 @@ def phases_time(phases: Sequence[Phase], algorithm: Algorithm, fabric: Fabric, g
             link_s = max(transfer_finish_s(fabric, transfers), default=0.0) + fence_s
             timed.append((phase.name, phase.steps * (launch + max(link_s, kernel_s))))
             continue
-        link_s = max(transfer_finish_s(fabric, phase.transfers), default=0.0)
+        link_s = max(max(transfer_finish_s(fabric, phase.transfers), default=0.0), peer_loads_s(phase, fabric))
         timed.append((phase.name, phase.steps * max(link_s, kernel_s)))
     if any(p.own_launch for p in phases):
         launch = 0.0  # every phase paid its own

@@ -113,7 +113,7 @@ def test_table_constants_and_missing_probes(tmp_path):
     # No latency, mlp or l2 CSV here: those constants are None and say why.
     assert c.dram_latency_s is None and "probe_latency.csv not found" in c.sources["dram_latency_s"]
     rows = probes.summary(tmp_path)
-    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 25
+    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 28
     assert all(r[2] for r in rows)  # every constant has a note, set or not
     assert "kernel_floor_s" in probes.format_summary(rows)
 
@@ -168,3 +168,19 @@ def test_the_h200_constants_are_what_the_committed_probes_give():
         assert "probe" in gpu.sources[key], (field, gpu.sources[key])
     for name, field in CALIBRATION_FROM_PROBE.items():
         assert getattr(calib, field) == pytest.approx(getattr(c, name), rel=5e-3), name
+
+
+def test_peer_constants_from_a_peer_csv(tmp_path):
+    latency, link = 1.5e-6, 390e9
+    rows = [{"what": "chase", "location": "peer", "ns_per_load": latency * 1e9, "bytes_per_s": "",
+             "bytes_in_flight": 4},
+            {"what": "chase", "location": "local", "ns_per_load": 350.0, "bytes_per_s": "", "bytes_in_flight": 4}]
+    for grid in (1, 4, 16, 36, 132, 264):
+        inflight = grid * 4096
+        rows.append({"what": "read", "location": "peer", "ns_per_load": "", "bytes_in_flight": inflight,
+                     "bytes_per_s": min(inflight / latency, link)})
+    _write(tmp_path, "peer", rows)
+    c = probes.probe_constants(tmp_path)
+    assert c.peer_load_latency_s == pytest.approx(latency)
+    assert c.peer_read_bandwidth_bytes_per_s == pytest.approx(link)
+    assert c.peer_loaded_latency_s == pytest.approx(latency)  # the latency-bound rows give it back

@@ -64,3 +64,24 @@ def test_split_kv_over_uneven_histories_is_set_by_the_longest():
 def test_the_des_rejects_no_slots():
     with pytest.raises(ValueError, match="slots"):
         dispatch_s([1.0], 0)
+
+
+def test_a_two_shot_that_pulls_its_data_is_bound_by_its_loads_in_flight():
+    from hwmodels.interconnect import build_fabric
+    from hwmodels.spec import load_platform
+    from simulator.cost.collective_algorithms import Algorithm, allreduce_phases, custom_ar_in_flight, peer_loads_s
+    from simulator.cost.collective_policy import collective_time
+    from workloads.collectives import Collective, CollectiveOp
+
+    platform = load_platform("h200-2")
+    fabric = build_fabric(platform, H200)
+    size = 1 << 30
+    phases = allreduce_phases(Algorithm.TWO_SHOT, size, 2, fabric)
+    # 36 blocks x 512 threads x 16 B from the one peer: 295 KB in flight over the peer-load latency
+    rate = custom_ar_in_flight(2) / platform.peer_load_latency_s
+    assert peer_loads_s(phases[0], fabric) == pytest.approx(platform.peer_load_latency_s + size / 2 / rate)
+    t = collective_time(Collective(CollectiveOp.ALL_REDUCE, size, 2, "x"), fabric, H200, load_calibration("h200"),
+                        mode=LaunchMode.GRAPH, algorithm=Algorithm.TWO_SHOT)
+    assert t.time_s >= 2 * (size / 2) / rate
+    # pushed data (QuickReduce) is not bound this way
+    assert peer_loads_s(allreduce_phases(Algorithm.QUICKREDUCE, size, 2, fabric)[0], fabric) == 0.0

@@ -660,9 +660,106 @@ def probe_smem(env: dict, quick: bool) -> list[dict]:
     return rows
 
 
+PEER_CHASE_FOOTPRINT = 256 * MIB  # beyond the peer's L2: every step reaches its HBM over the link
+PEER_CHASE_STEPS = 1024
+PEER_READ_BYTES = 1 * GIB
+PEER_READ_CONFIGS = ((1, 1024, 4), (4, 1024, 4), (16, 1024, 4), (36, 1024, 4), (66, 1024, 4), (132, 1024, 4),
+                     (264, 1024, 4), (132, 2048, 8), (264, 2048, 8), (528, 2048, 8))  # (grid, block, warps)
+
+
+def _enable_peer_access() -> None:
+    """Let GPU 0's kernels load GPU 1's memory (and back): PyTorch enables it on a copy between the two."""
+    import torch
+
+    if not (torch.cuda.can_device_access_peer(0, 1) and torch.cuda.can_device_access_peer(1, 0)):
+        raise ProbeError("GPU 0 and GPU 1 cannot access each other's memory")
+    a, b = torch.ones(4, device="cuda:0"), torch.zeros(4, device="cuda:1")
+    b.copy_(a)
+    a.copy_(b)
+    try:  # the CUDA runtime call itself, where CuPy is there (it shares PyTorch's primary context)
+        import cupy
+
+        for dev, peer in ((0, 1), (1, 0)):
+            with cupy.cuda.Device(dev):
+                try:
+                    cupy.cuda.runtime.deviceEnablePeerAccess(peer)
+                except cupy.cuda.runtime.CUDARuntimeError as err:
+                    if "AlreadyEnabled" not in str(err) and "already" not in str(err).lower():
+                        raise
+    except ImportError:
+        pass
+    torch.cuda.synchronize(0)
+    torch.cuda.synchronize(1)
+
+
+def probe_peer(env: dict, quick: bool) -> list[dict]:
+    """Loads that GPU 0's SMs issue to GPU 1's memory: the dependent round trip, and bandwidth against bytes in
+    flight. A two-shot all-reduce (vLLM's custom all-reduce, PyTorch's symmetric memory) moves its data this
+    way, not through a copy engine, so by Little's law its rate is at most the grid's bytes in flight over
+    this latency, below the link's where the grid is small. Needs two GPUs with peer access (NVLink); the
+    `local` rows run the same kernels on GPU 0's own memory for reference.
+    """
+    import torch
+
+    from validation.companion.bench.timing import bench
+    from validation.companion.kernels import probes as k
+    from validation.measure_output import summarize
+
+    if torch.cuda.device_count() < 2:
+        raise ProbeError("the peer probe needs two GPUs")
+    torch.cuda.set_device(0)
+    _enable_peer_access()
+    rows = []
+    gen = torch.Generator().manual_seed(4321)
+    lines = PEER_CHASE_FOOTPRINT // k.CACHE_LINE_BYTES
+    for location, device in (("peer", "cuda:1"), ("local", "cuda:0")):
+        table = k.chase_table(lines, gen, device)
+        addr = torch.tensor([table.data_ptr()], dtype=torch.int64, device="cuda:0")
+        state = torch.zeros(1, dtype=torch.int32, device="cuda:0")
+        clk = torch.zeros(3, dtype=torch.int64, device="cuda:0")
+
+        def launch(addr=addr, state=state, clk=clk) -> None:
+            k.peer_chase_kernel[(1,)](addr, state, clk, PEER_CHASE_STEPS, USE_CLOCK=USE_CLOCK, num_warps=1)
+
+        times = bench(launch, 1, hide_host_gaps=True)
+        if int(state.item()) % (k.CACHE_LINE_BYTES // 4):
+            raise ProbeError(f"peer chase ({location}): the chase left the line heads")
+        stats = summarize(times)
+        rows.append({"what": "chase", "location": location, "grid": 1, "block_elems": 1, "num_warps": 1,
+                     "footprint_bytes": PEER_CHASE_FOOTPRINT, "steps": PEER_CHASE_STEPS, "bytes_in_flight": 4,
+                     **stats, "ns_per_load": stats["time_s_median"] / PEER_CHASE_STEPS * 1e9, "bytes_per_s": None})
+        print(f"peer chase {location:5}: {rows[-1]['ns_per_load']:7.1f} ns per dependent load", flush=True)
+        del table
+    src1 = torch.rand(PEER_READ_BYTES // 4, device="cuda:1") + 0.5
+    for location, src in (("peer", src1), ("local", src1.to("cuda:0"))):
+        addr = torch.tensor([src.data_ptr()], dtype=torch.int64, device="cuda:0")
+        for grid, block, warps in PEER_READ_CONFIGS[::3] if quick else PEER_READ_CONFIGS:
+            n_blocks = src.numel() // block
+            out = torch.empty(grid, device="cuda:0")
+
+            def read(addr=addr, out=out, grid=grid, block=block, warps=warps, n_blocks=n_blocks) -> None:
+                k.peer_read_sum_kernel[(grid,)](addr, out, n_blocks, BLOCK=block, num_warps=warps, num_stages=1)
+
+            read()
+            torch.cuda.synchronize()
+            expected = float(src[: n_blocks * block].double().sum())
+            if abs(float(out.double().sum()) - expected) > 1e-3 * expected:
+                raise ProbeError(f"peer read ({location}, grid {grid}): the sum is wrong")
+            times = bench(read, 1, hide_host_gaps=True)
+            stats = summarize(times)
+            nbytes = n_blocks * block * 4
+            rows.append({"what": "read", "location": location, "grid": grid, "block_elems": block,
+                         "num_warps": warps, "footprint_bytes": nbytes, "steps": None,
+                         "bytes_in_flight": grid * block * 4, **stats, "ns_per_load": None,
+                         "bytes_per_s": nbytes / stats["time_s_median"]})
+            print(f"peer read {location:5} grid={grid:4} block={block:5} warps={warps}: "
+                  f"{rows[-1]['bytes_per_s'] / 1e9:7.1f} GB/s", flush=True)
+    return rows
+
+
 PROBE_FUNCTIONS: dict[str, Callable[[dict, bool], list[dict]]] = {
     "latency": probe_latency, "mlp": probe_mlp, "l2": probe_l2, "floor": probe_floor, "issue": probe_issue,
-    "mma": probe_mma, "smem": probe_smem, "clock": probe_clock,
+    "mma": probe_mma, "smem": probe_smem, "clock": probe_clock, "peer": probe_peer,
 }
 assert tuple(PROBE_FUNCTIONS) == spec.PROBES
 
@@ -694,7 +791,8 @@ def run(args: argparse.Namespace) -> int:
     print("nvidia-smi:", timing.smi_clocks(), flush=True)
     timing.warm_clocks()
     failures: list[str] = []
-    for name in args.only or spec.PROBES:
+    names = args.only or [p for p in spec.PROBES if p not in spec.MULTI_GPU_PROBES or torch.cuda.device_count() > 1]
+    for name in names:
         t0 = time.monotonic()
         before = sm_clock_mhz()
         try:

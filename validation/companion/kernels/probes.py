@@ -278,3 +278,33 @@ def transpose_chain_ref(x: np.ndarray, c: np.ndarray, rounds: int) -> np.ndarray
     for _ in range(rounds):
         t = t.T * c
     return t
+
+
+# --- loads from a peer GPU's memory --------------------------------------------------------------------
+
+
+@triton.jit
+def peer_chase_kernel(addr_ptr, state_ptr, clk_ptr, steps, USE_CLOCK: tl.constexpr):
+    """`chase_kernel` over a table whose address is held in addr_ptr[0] (another GPU's memory, reached over
+    NVLink with peer access enabled): every step is one dependent load round trip to the peer."""
+    table = tl.load(addr_ptr).to(tl.pointer_type(tl.int32))
+    i = tl.load(state_ptr)
+    t0 = read_clock(USE_CLOCK)
+    for _ in range(steps):
+        i = tl.load(table + i, cache_modifier=".cg")
+    t1 = read_clock(USE_CLOCK)
+    tl.store(state_ptr, i)
+    record_clock(clk_ptr, t0, t1, USE_CLOCK)
+
+
+@triton.jit
+def peer_read_sum_kernel(addr_ptr, out_ptr, n_blocks, BLOCK: tl.constexpr):
+    """`read_sum_kernel` (no rotation) over fp32 data whose address is held in addr_ptr[0]: program p sums
+    blocks p, p + G, ... below n_blocks, BLOCK loads in flight per iteration; out[p] = the sum."""
+    src = tl.load(addr_ptr).to(tl.pointer_type(tl.float32))
+    pid = tl.program_id(0)
+    g = tl.num_programs(0)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for j in range(pid, n_blocks, g):
+        acc += tl.load(src + j * BLOCK + tl.arange(0, BLOCK), cache_modifier=".cg")
+    tl.store(out_ptr + pid, tl.sum(acc, axis=0))
