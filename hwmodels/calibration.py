@@ -49,6 +49,7 @@ class Calibration:
     # into the CU's ceiling.
     mlp_smoothness: float = 2.0
     mlp_latency_s: float | None = None
+    mlp_deep_thread_share: float = 1.0  # of a thread's register loads beyond 32 bytes, the share in flight
     cost_model: CostModel = CostModel.CYCLE
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
@@ -70,6 +71,8 @@ class Calibration:
         _check_efficiency("hbm_saturation_cu_fraction", self.hbm_saturation_cu_fraction)
         if self.mlp_latency_s is not None and not self.mlp_latency_s > 0:
             raise FieldError("mlp_latency_s", f"must be positive, got {self.mlp_latency_s}")
+        if not 0 < self.mlp_deep_thread_share <= 1:
+            raise FieldError("mlp_deep_thread_share", f"must be in (0, 1], got {self.mlp_deep_thread_share}")
         if not self.mlp_smoothness > 0:
             raise FieldError("mlp_smoothness", f"must be positive, got {self.mlp_smoothness}")
         if self.latency_hiding_workgroups_per_cu < 1:

@@ -30,13 +30,19 @@ from dataclasses import dataclass, replace
 from hwmodels.program import Program
 from hwmodels.spec import GPU
 
+# A thread holding more than this many bytes of one trip's loads, which the trip then reduces, keeps only a share
+# of them in flight (the memory-level-parallelism probe: above 8 fp32 per thread the rate is that of half).
+DEEP_THREAD_BYTES = 32
+
 
 @dataclass(frozen=True)
 class MemoryCurve:
-    """A CU's HBM bandwidth against its bytes in flight: Little's law at `latency_s`, bent by `smoothness`."""
+    """A CU's HBM bandwidth against its bytes in flight: Little's law at `latency_s`, bent by `smoothness`;
+    `deep_thread_share` of a deep thread's register loads are in flight at once."""
 
     latency_s: float
     smoothness: float
+    deep_thread_share: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -68,10 +74,12 @@ def trip_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus:
         return compute
     stages = max(1, program.prefetch)
     in_flight = resident * program.trip_load_bytes * stages
+    if program.reduces_loads and program.trip_load_bytes > DEEP_THREAD_BYTES * warps * gpu.wave_size:
+        in_flight *= curve.deep_thread_share
     # the CU's own curve (its memory pipeline), capped by its share of what every streaming CU reads at once
     rate = min(loaded_rate(in_flight, curve.latency_s, gpu.cu_bandwidth_bytes_per_s, curve.smoothness),
                cu_share(program, gpu, hbm_bytes_per_s, streaming_cus))
-    load = in_flight / rate
+    load = resident * program.trip_load_bytes * stages / rate
     if program.prefetch == 0:
         return load + compute
     return max(compute, load / stages)

@@ -107,6 +107,11 @@ class Program:
     # Irregular grids: the trips of each workgroup in dispatch order (split-KV over uneven histories, expert
     # tiles over uneven token counts); empty: every workgroup runs `trips`, the busiest's.
     trip_counts: tuple[int, ...] = ()
+    # True: each trip loads into registers and reduces what it loaded (a sum, a maximum), the shape of the
+    # memory-level-parallelism probe's rows: a thread holding more than 32 bytes of such loads keeps only
+    # `mlp_deep_thread_share` of them in flight (measured). False: loads streamed to stores, or asynchronous
+    # copies into LDS (cp.async, TMA), for which no such share was measured: all their bytes count.
+    reduces_loads: bool = False
 
     def __post_init__(self) -> None:
         if any(t < 0 for t in self.trip_counts):

@@ -135,7 +135,8 @@ def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = Lau
         memory_s = work.bytes / bandwidth
         residency = Residency(work.workgroups, -(-work.threads_per_workgroup // gpu.wave_size),
                               occ.workgroups_per_cu)
-        curve = MemoryCurve(calib.mlp_latency_s or gpu.dram_latency_s, calib.mlp_smoothness)
+        curve = MemoryCurve(calib.mlp_latency_s or gpu.dram_latency_s, calib.mlp_smoothness,
+                            calib.mlp_deep_thread_share)
         latency_s = grid_s(work.program or default_program(work, gpu), gpu, residency, curve, bandwidth, dispatch)
         latency_s += completion_s(gpu) if work.write_bytes else 0.0
     else:

@@ -112,6 +112,7 @@ class ProbeConstants:
     workgroup_dispatch_s: float | None = None
     matmul_clock_hz: float | None = None
     copy_clock_hz: float | None = None
+    mlp_deep_thread_share: float | None = None
     peer_load_latency_s: float | None = None
     peer_read_bandwidth_bytes_per_s: float | None = None
     peer_loaded_latency_s: float | None = None
@@ -265,6 +266,19 @@ def _mlp(t: _Table) -> Derived:
         notes.update(dict.fromkeys(keys, text))
     else:
         notes.update(dict.fromkeys(keys, f"{name}: {len(x)} rows, the fit needs >= {MLP_MIN_ROWS}"))
+    plateau = max(t.num(r, "bytes_per_s_per_sm") for r in t.rows) if t.rows else 0.0
+    if len(x) >= MLP_MIN_ROWS:
+        deep = [r for r in t.rows if t.num(r, "block_elems") / (32 * t.num(r, "num_warps")) > MLP_FIT_VALUES_PER_THREAD
+                and t.num(r, "bytes_per_s_per_sm") < 0.8 * plateau]
+        shares = [_in_flight_for(t.num(r, "bytes_per_s_per_sm"), latency, cap, n) / t.num(r, "bytes_in_flight_per_sm")
+                  for r in deep]
+        values["mlp_deep_thread_share"] = _median(shares) if shares else None
+        notes["mlp_deep_thread_share"] = (
+            f"{name}: median, over the {len(shares)} rows whose threads hold more than {MLP_FIT_VALUES_PER_THREAD} "
+            "fp32 and stay below 80 % of the plateau, of the bytes in flight the fitted curve needs for the "
+            "measured rate, over the row's nominal bytes in flight")
+    else:
+        notes["mlp_deep_thread_share"] = f"{name}: needs the curve's fit"
     full = [r for r in t.rows if t.num(r, "active_sms") >= t.num(r, "sm_count")]
     if full:
         best = max(full, key=lambda r: t.num(r, "bytes_per_s"))
@@ -275,6 +289,18 @@ def _mlp(t: _Table) -> Derived:
     else:
         notes["hbm_read_bandwidth_bytes_per_s"] = f"{name}: no row with active_sms = sm_count"
     return values, notes
+
+
+def _in_flight_for(rate: float, latency: float, cap: float, n: float) -> float:
+    """The bytes in flight at which `mlp_curve` gives `rate` (bisection in log space; rate below the cap)."""
+    lo, hi = 1.0, 1e12
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        if float(mlp_curve(np.array([mid]), latency, cap, n)[0]) < rate:
+            lo = mid
+        else:
+            hi = mid
+    return math.sqrt(lo * hi)
 
 
 def _l2(t: _Table) -> Derived:
@@ -420,7 +446,8 @@ _DERIVATIONS: dict[str, tuple[Callable[[_Table], Derived], tuple[str, ...], tupl
     "latency": (_latency, ("footprint_bytes", "ns_per_load"), ("dram_latency_s", "l2_latency_s")),
     "mlp": (_mlp, ("bytes_in_flight_per_sm", "bytes_per_s_per_sm", "bytes_per_s", "active_sms", "sm_count", "grid",
                    "block_elems", "num_warps"),
-            ("loaded_latency_s", "cu_bandwidth_bytes_per_s", "mlp_smoothness", "hbm_read_bandwidth_bytes_per_s")),
+            ("loaded_latency_s", "cu_bandwidth_bytes_per_s", "mlp_smoothness", "hbm_read_bandwidth_bytes_per_s",
+             "mlp_deep_thread_share")),
     "l2": (_l2, ("footprint_bytes", "bytes_per_s"), ("l2_bandwidth_bytes_per_s", "l2_reuse_footprint_bytes")),
     "floor": (_floor, ("variant", "launch_mode", "time_s_median", "programs", "sm_count"),
               ("launch_graph_node_s", "kernel_floor_s", "launch_eager_s", "workgroup_dispatch_s")),

@@ -61,7 +61,7 @@ def row_program(row_bytes: float, values: int, threads: int) -> Program:
     thread holds, plus thirty for addressing and the reduction."""
     chain = Chain(alu=3, sfu=1) + reduction_chain(threads, max(1, threads // 32), 32)
     return Program(trips=1, trip_load_bytes=row_bytes, trip_chain=chain,
-                   trip_instructions=6 * values / threads + 30)
+                   trip_instructions=6 * values / threads + 30, reduces_loads=True)
 
 
 def _tile_figures(rows: int, cols: int, k: int, executed_rows: int, column_blocks: int, dtype: Dtype,
@@ -365,7 +365,8 @@ def _codec_launch(values: int, codec: Codec, threads: int, flop_per_value: int, 
     plain, wire = Dtype.FP16.storage_bytes(values), codec.wire_bytes(values)
     tile = min(values, codec.tile_values)
     program = Program(trips=1, trip_load_bytes=Dtype.FP16.storage_bytes(tile) if encode else codec.wire_bytes(tile),
-                      trip_chain=_codec_chain(codec, encode), trip_instructions=12 * tile / threads + 30)
+                      trip_chain=_codec_chain(codec, encode), trip_instructions=12 * tile / threads + 30,
+                      reduces_loads=encode and codec is not Codec.FP)  # the encoder's absmax reduces its tile
     return Work(
         flop_by_dtype={Dtype.FP32: flop} if flop else {},
         read_bytes=plain if encode else wire,

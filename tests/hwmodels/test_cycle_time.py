@@ -109,3 +109,15 @@ def test_no_cycle_prediction_is_below_the_roofline_floor(gpu, workgroups, trips,
                 program=program)
     t = kernel_time(work, spec, load_calibration(gpu), mode)
     assert t.time_s >= roofline_floor_s(work, spec) and t.time_s > 0
+
+
+def test_a_deep_thread_that_reduces_its_loads_keeps_half_of_them_in_flight():
+    curve = MemoryCurve(H200.dram_latency_s, 1.0, deep_thread_share=0.5)
+    shallow = Program(trips=1, trip_load_bytes=128 * 32, reduces_loads=True)  # 32 B per thread of 4 warps
+    deep = Program(trips=1, trip_load_bytes=128 * 128, reduces_loads=True)  # 128 B per thread
+    streamed = Program(trips=1, trip_load_bytes=128 * 128)  # loaded then stored: no measured share
+    t = {name: trip_s(p, H200, 1, 4, 1, curve, HBM) for name, p in
+         (("shallow", shallow), ("deep", deep), ("streamed", streamed))}
+    half = trip_s(deep, H200, 1, 4, 1, MemoryCurve(H200.dram_latency_s, 1.0), HBM)
+    assert t["deep"] > half == pytest.approx(t["streamed"])  # the same bytes at half the parallelism take longer
+    assert t["shallow"] == pytest.approx(trip_s(shallow, H200, 1, 4, 1, MemoryCurve(H200.dram_latency_s, 1.0), HBM))

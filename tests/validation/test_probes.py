@@ -113,7 +113,7 @@ def test_table_constants_and_missing_probes(tmp_path):
     # No latency, mlp or l2 CSV here: those constants are None and say why.
     assert c.dram_latency_s is None and "probe_latency.csv not found" in c.sources["dram_latency_s"]
     rows = probes.summary(tmp_path)
-    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 28
+    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 29
     assert all(r[2] for r in rows)  # every constant has a note, set or not
     assert "kernel_floor_s" in probes.format_summary(rows)
 
@@ -152,7 +152,8 @@ SPEC_FROM_PROBE = {
     "bit_lanes_per_cu": "bit_lanes_per_cu", "sfu_lanes_per_cu": "sfu_lanes_per_cu",
     "lds_bytes_per_clock_per_cu": "lds_bytes_per_clock_per_cu",
 }
-CALIBRATION_FROM_PROBE = {"loaded_latency_s": "mlp_latency_s", "mlp_smoothness": "mlp_smoothness"}
+CALIBRATION_FROM_PROBE = {"loaded_latency_s": "mlp_latency_s", "mlp_smoothness": "mlp_smoothness",
+                          "mlp_deep_thread_share": "mlp_deep_thread_share"}
 
 
 def test_the_h200_constants_are_what_the_committed_probes_give():
