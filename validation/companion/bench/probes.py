@@ -77,6 +77,9 @@ FLOOR_FLUSH_BYTES = 256 * MIB
 FLOOR_SAMPLES = 30
 FLOOR_GRID_PER_SM = (1, 8, 64, 256)  # empty workgroups per SM, for the dispatch cost per workgroup
 FLOOR_GRID_WARPS = (4, 8)
+FLOOR_TILE_BYTES = (1024, 4096, 16384)  # one tile per workgroup: loaded, stored, exit
+FLOOR_TILE_PER_SM = (1, 2, 4, 8, 16, 32, 64)
+FLOOR_TILE_BUFFER = 1 << 30
 
 # issue: trips of ISSUE_UNROLL steps; two trip counts, so fixed costs (loads, prologue) cancel in dependent mode.
 ISSUE_TRIPS = 256  # 4096 steps per chain at the larger count: 2 x 256 trips
@@ -391,6 +394,36 @@ def probe_floor(env: dict, quick: bool) -> list[dict]:
             print(f"floor empty grid {programs:6} x {warps} warps: {rows[-1]['time_s_median'] * 1e6:7.2f} us per node",
                   flush=True)
             del graph
+    # Short workgroups: W one-tile copies (each program loads its tile, stores it, exits), W = 1..64 per SM, from
+    # a 1 GiB buffer rotated so every node reads HBM: what a workgroup's life costs when it is short.
+    big_src = torch.randn(FLOOR_TILE_BUFFER // 4, device=DEVICE)
+    big_dst = torch.empty_like(big_src)
+    for tile_bytes in FLOOR_TILE_BYTES:
+        for warps in FLOOR_GRID_WARPS:
+            for per_sm in FLOOR_TILE_PER_SM:
+                programs = per_sm * sm
+                block = tile_bytes // 4
+                span = programs * block
+                nodes = max(1, min(FLOOR_NODES, big_src.numel() // span))
+
+                def tiles(programs=programs, block=block, warps=warps, span=span, nodes=nodes, a=big_src,
+                          b=big_dst) -> None:
+                    for i in range(nodes):
+                        k.copy_tile_kernel[(programs,)](a[i * span:], b[i * span:], BLOCK=block, num_warps=warps)
+
+                graph = capture_graph(tiles)
+                graph.replay()
+                torch.cuda.synchronize()
+                if not torch.equal(big_dst[:span], big_src[:span]):
+                    raise ProbeError(f"floor tiles {tile_bytes} B x {programs}: copy is wrong")
+                times = bench(graph.replay, nodes, hide_host_gaps=True)
+                rows.append({"variant": f"tile_{tile_bytes}B_{warps}w", "launch_mode": "graph", "nodes": nodes,
+                             "programs": programs, "bytes_moved": 2 * span * 4, "l2_flushed": False,
+                             **summarize(times)})
+                print(f"floor tiles {tile_bytes:6} B x {programs:6} x {warps} warps: "
+                      f"{rows[-1]['time_s_median'] * 1e6:7.2f} us per node", flush=True)
+                del graph
+    del big_src, big_dst
     # A PyTorch op launched eagerly, back to back: the host cost of the C++ dispatcher, which eager serving
     # kernels pay (the empty Triton kernel above pays Triton's Python launcher instead).
     a, b, c = src[:256], src[256:512], dst[:256]
