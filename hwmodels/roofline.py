@@ -1,6 +1,14 @@
-"""Time of one kernel launch on one GPU: roofline x efficiency, CU-level tail, partial-grid bandwidth, launch.
+"""Time of one kernel launch on one GPU, under the calibration's cost model.
 
-The model, per launch of W workgroups on a GPU of C CUs with k workgroups resident per CU:
+Cycle-level (the default, `CostModel.CYCLE`): the largest of the whole-GPU roofline terms below (compute at
+the efficient peak, scaled to the clock the matrix units hold under the power limit; bytes at the efficient
+bandwidth; the busiest CU's compute rounds; instruction issue) and the waves of the workgroups' programs
+(`hwmodels.cycle_time`: latency chains, Little's law on the measured curve, issue, dispatch), plus the store
+drain and the launch. The latency-hiding and partial-grid heuristics below are not used: the programs state
+what they approximated.
+
+Roofline (`CostModel.ROOFLINE`, `--cost-model roofline`), per launch of W workgroups on a GPU of C CUs with k
+workgroups resident per CU:
 
 - compute_s = max(sum_d flop_d / (peak_d * eff_d),  f_wg * ceil(W / C) / (rate_cu * hiding),  issue_s)
 - memory_s  = max(bytes / (bw * eff_m),              b_wg * ceil(S / C) / (bw_cu * hiding))
