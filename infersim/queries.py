@@ -193,7 +193,20 @@ def _launch_row(work: Any, t: KernelTime) -> dict[str, Any]:
         "waves": t.waves,
         "workgroups_per_cu": t.occupancy.workgroups_per_cu if t.occupancy else 0,
         "limiter": t.occupancy.limiter.value if t.occupancy else None,
+        **({"program": _program_row(work.program)} if work.program is not None else {}),
     }
+
+
+def _program_row(program: Any) -> dict[str, Any]:
+    """What one workgroup does, as the cycle-level model sees it (trip counts of an irregular grid summarized)."""
+    row = {f.name: getattr(program, f.name) for f in dataclasses.fields(program)
+           if f.name not in ("trip_chain", "setup_chain", "trip_counts")}
+    row["trip_chain"] = {k: v for k, v in dataclasses.asdict(program.trip_chain).items() if v}
+    row["setup_chain"] = {k: v for k, v in dataclasses.asdict(program.setup_chain).items() if v}
+    if program.trip_counts:
+        row["trip_counts"] = {"workgroups": len(program.trip_counts), "min": min(program.trip_counts),
+                              "max": max(program.trip_counts)}
+    return row
 
 
 def _jsonable(value: Any) -> Any:

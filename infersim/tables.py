@@ -59,7 +59,9 @@ def print_result(title: str, result: Mapping[str, Any]) -> None:
             table.add_column("key", style="bold")
             table.add_column("value")
             for sub_key, sub_value in value.items():
-                shown = human(key, sub_value) if key != "sources" else str(sub_value)
+                # a value's unit is its own key's, except in a by-datatype table, which shares its parent's
+                unit_key = key.removesuffix("_by_dtype") if key.endswith("_by_dtype") else str(sub_key)
+                shown = human(unit_key, sub_value) if key != "sources" else str(sub_value)
                 table.add_row(str(sub_key), shown)
             console.print(table)
 

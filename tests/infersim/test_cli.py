@@ -206,3 +206,22 @@ def test_every_help_page_prints(capsys, argv):
         main([*argv, "--help"])
     assert exit_info.value.code == 0
     assert "usage: infersim" in capsys.readouterr().out
+
+
+def test_the_kernel_table_shows_shapes_as_counts_and_flop_in_gflop(capsys):
+    assert main(["kernel", "--hw", "h200", "mla-decode", "--param", "seqs=1", "--param", "context=32768",
+                 "--param", "heads=12"]) == 0
+    out = capsys.readouterr().out
+    assert "32,768" in out and "GFLOP" in out
+    assert "0.00 B" not in out  # shape parameters are not model parameter counts
+
+
+def test_the_kernel_json_shows_the_cost_model_and_each_launchs_program(capsys):
+    cycle = run_json(capsys, "kernel", "--hw", "h200", "mla-decode", "--param", "seqs=1", "--param", "context=32768",
+                     "--param", "heads=12", "--launch", "graph")
+    roofline = run_json(capsys, "kernel", "--hw", "h200", "mla-decode", "--param", "seqs=1", "--param",
+                        "context=32768", "--param", "heads=12", "--launch", "graph", "--cost-model", "roofline")
+    assert (cycle["cost_model"], roofline["cost_model"]) == ("cycle", "roofline")
+    program = cycle["launches"][0]["program"]
+    assert program["trips"] == 32768 // cycle["params"]["block_n"] and program["trip_chain"]["reduction"] == 2
+    assert cycle["bound"] == "latency" and cycle["time_s"] > roofline["time_s"]
