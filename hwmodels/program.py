@@ -40,6 +40,8 @@ class Chain:
     reduction: float = 0.0
     l2: float = 0.0
     dram: float = 0.0
+    # cycles already resolved for one GPU (a compiled kernel's stalls, read off its machine code)
+    cycles: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -62,7 +64,7 @@ class Chain:
         cycles = (self.alu * gpu.alu_latency_cycles + self.int * gpu.int_latency_cycles
                   + self.sfu * gpu.sfu_latency_cycles + self.mma * gpu.mma_latency_cycles
                   + self.lds * gpu.lds_latency_cycles + self.shuffle * gpu.shuffle_latency_cycles
-                  + self.reduction * gpu.reduction_latency_cycles)
+                  + self.reduction * gpu.reduction_latency_cycles + self.cycles)
         return cycles / gpu.boost_clock_hz + self.l2 * gpu.l2_latency_s + self.dram * gpu.dram_latency_s
 
 
