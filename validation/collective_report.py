@@ -22,7 +22,7 @@ from simulator.cost.collective_algorithms import Algorithm, KernelAs, Phase
 from simulator.cost.collective_policy import collective_time
 from validation.collective_sweep import NCCL_CSV, QUICKREDUCE_CSV
 from validation.comparison import Comparison, Compiled
-from validation.sass_counts import compiled, per_thread
+from validation.sass_counts import compiled, cycles_of, per_thread
 from workloads.codecs import Codec
 from workloads.collectives import Collective, CollectiveOp
 from workloads.kernel_base import KernelKind
@@ -114,7 +114,9 @@ def quickreduce_kernels(gpu_name: str, codec: Codec, world: int) -> KernelAs:
         ran: KernelKind = replace(kernel, threads=QR_WARPS * 32)
         if name == "qr_reduce":
             ran = _ReduceTiles(ran, world)
-        return Compiled(ran, (per_tile * QR_WARPS,), (registers,), ((0, per_tile),))
+        _, trip_cycles, _, trip_loads = cycles_of(gpu_name, name, codec.value)  # per tile, without the prologue
+        return Compiled(ran, (per_tile * QR_WARPS,), (registers,), ((0, per_tile),),
+                        ((0.0, trip_cycles, 0.0, trip_loads),))
 
     return kernel_as
 

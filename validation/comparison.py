@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from hwmodels.calibration import load_calibration
+from hwmodels.program import Chain, Program
 from hwmodels.roofline import LaunchMode, kernel_time, launch_overhead_s
 from hwmodels.spec import load_gpu
 from hwmodels.work import Work
@@ -45,6 +46,10 @@ class Compiled(KernelKind):
     # per launch: (instructions outside the loop, per loop iteration) of one thread, for the workgroup's
     # program (cycle-level model); None keeps the program's own estimate. Empty: none given.
     per_thread: tuple[tuple[int, int] | None, ...] = ()
+    # per launch: (cycles outside the loop, per trip) of one warp without its global-load waits, then the
+    # global-load round trips it waits for in series outside the loop and per trip, from the SASS timeline
+    # (`validation.sass_counts.cycles_of`); empty: none given
+    cycles: tuple[tuple[float, float, float, float] | None, ...] = ()
 
     def launches(self) -> tuple[Work, ...]:
         works = self.kernel.launches()
@@ -52,8 +57,10 @@ class Compiled(KernelKind):
             raise ValueError(f"{len(works)} launches, {len(self.warp_instructions)} instruction counts and "
                              f"{len(self.registers)} register counts")
         per_thread = self.per_thread or (None,) * len(works)
+        cycles = self.cycles or (None,) * len(works)
         out = []
-        for w, i, r, counts in zip(works, self.warp_instructions, self.registers, per_thread, strict=True):
+        for w, i, r, counts, timed in zip(works, self.warp_instructions, self.registers, per_thread, cycles,
+                                          strict=True):
             if r is not None:
                 w = replace(w, warp_instructions_per_workgroup=i, registers_per_thread=r)
             if counts is not None and w.program is not None:
@@ -61,9 +68,32 @@ class Compiled(KernelKind):
                 # a kernel with no loop issues everything in its one trip
                 program = (replace(w.program, trip_instructions=outside, setup_instructions=0) if not per_trip
                            else replace(w.program, trip_instructions=per_trip, setup_instructions=outside))
+                if timed is not None:
+                    program = _timed(program, outside, per_trip, timed)
                 w = replace(w, program=program)
             out.append(w)
         return tuple(out)
+
+
+def _timed(program: Program, outside: int, per_trip: int, timed: tuple[float, float, float, float]) -> Program:
+    """The program with its chains read off the compiled code: one warp's stalls and exposed waits per trip
+    and outside the loop, without its global loads (their instructions are the issue term already, so only
+    the excess is chain), and the global-load round trips it waits for in series.
+
+    A trip's own loads are the program's: waited for by Little's law on the memory curve (prefetch 0), or
+    issued ahead by a pipeline (prefetch >= 1). Round trips beyond the first that a trip of an unpipelined
+    program waits for in series (a load whose address or issue waits on another) join its chain at the
+    DRAM latency; those outside the loop join the setup.
+    """
+    outside_cycles, trip_cycles, outside_loads, trip_loads = timed
+    extra = 0.0 if program.prefetch >= 1 else max(0.0, (trip_loads if per_trip else outside_loads) - 1.0)
+    if not per_trip:  # no loop: the one trip holds everything
+        trip_chain = Chain(cycles=max(0.0, outside_cycles - outside), dram=extra)
+        setup_chain = Chain()
+    else:
+        trip_chain = Chain(cycles=max(0.0, trip_cycles - per_trip), dram=extra)
+        setup_chain = Chain(cycles=max(0.0, outside_cycles - outside), dram=outside_loads)
+    return replace(program, trip_chain=trip_chain, setup_chain=setup_chain)
 
 
 def compare(

@@ -45,3 +45,30 @@ def per_thread(gpu_name: str, kernel: str, config: str) -> tuple[int, int]:
         raise ValueError(f"no SASS count of {kernel} {config!r} for {gpu_name} "
                          "(count it: python -m validation.companion.bench sass-counts)")
     return int(row["prologue_instructions"]), int(row["loop_instructions"])
+
+
+# The memory classes a software pipeline prices itself (the program's Little's law), not the warp's stalls.
+PIPELINED_CLASSES = ("global_load", "async_copy")
+
+
+def per_thread_timed(gpu_name: str, kernel: str, config: str) -> tuple[int, int, float, float, float, float]:
+    """(instructions outside the loop, per trip; cycles outside, per trip with every wait; the same without the
+    global-load waits) of one warp, from the instruction counts and the SASS timeline (validation.sass_timing)."""
+    from validation.sass_timing import warp_cycles
+
+    outside, per_trip = per_thread(gpu_name, kernel, config)
+    with_loads = warp_cycles(gpu_name, kernel, config)
+    without_loads = warp_cycles(gpu_name, kernel, config, without=PIPELINED_CLASSES)
+    return outside, per_trip, *with_loads, *without_loads
+
+
+def cycles_of(gpu_name: str, kernel: str, config: str) -> tuple[float, float, float, float]:
+    """`Compiled.cycles` of one launch: the cycles outside the loop and per trip without the global-load waits,
+    then the global-load round trips the warp waits for in series, outside the loop and per trip (the
+    exposed global-load cycles over the GPU's DRAM latency in cycles)."""
+    from hwmodels.spec import load_gpu
+
+    gpu = load_gpu(gpu_name)
+    dram_cycles = gpu.dram_latency_s * gpu.boost_clock_hz
+    _, _, outside_all, trip_all, outside, trip = per_thread_timed(gpu_name, kernel, config)
+    return outside, trip, (outside_all - outside) / dram_cycles, (trip_all - trip) / dram_cycles

@@ -94,7 +94,7 @@ def compare(row: dict[str, str], gpu_name: str) -> Comparison:
     the warp instructions and registers of its compiled code (validation/sass_counts.py): the codecs issue far
     more instructions per value (bit packing, rounding, IEEE division) than their FLOP count."""
     from validation.comparison import Compiled
-    from validation.sass_counts import compiled, per_thread
+    from validation.sass_counts import compiled, cycles_of, per_thread
     from workloads.kernels import Dequantize, Quantize
 
     kind = Quantize if row["kernel"] == QUANTIZE else Dequantize
@@ -102,5 +102,6 @@ def compare(row: dict[str, str], gpu_name: str) -> Comparison:
     instructions, registers = compiled(gpu_name, row["kernel"], row["codec"])
     counts = per_thread(gpu_name, row["kernel"], row["codec"])
     label = f"{kind.kind} {row['codec']} {2 * int(row['values']) // MIB} MiB"
-    counted = Compiled(kernel, (instructions,), (registers,), (counts,))
+    counted = Compiled(kernel, (instructions,), (registers,), (counts,),
+                       (cycles_of(gpu_name, row["kernel"], row["codec"]),))
     return compare_row(row, counted, gpu_name, label, f"codec {kind.kind}")

@@ -153,7 +153,7 @@ def compare(row: dict[str, str], gpu_name: str):
     forward substitution loops CHUNK - 1 times, the scan once per chunk, the recurrence once per token."""
     from validation.comparison import Compiled
     from validation.comparison import compare as compare_row
-    from validation.sass_counts import compiled, per_thread
+    from validation.sass_counts import compiled, cycles_of, per_thread
     from workloads.kda_kernels import KdaDecode, KdaPrefill, KdaVerify
 
     kernel = row["kernel"]
@@ -180,5 +180,6 @@ def compare(row: dict[str, str], gpu_name: str):
         raise ValueError(f"unknown kda kernel {kernel!r}")
     counts = [compiled(gpu_name, name, config, trips) for name, config, trips in configs]
     counted = Compiled(model, tuple(i for i, _ in counts), tuple(r for _, r in counts),
-                       tuple(per_thread(gpu_name, name, config) for name, config, _ in configs))
+                       tuple(per_thread(gpu_name, name, config) for name, config, _ in configs),
+                       tuple(cycles_of(gpu_name, name, config) for name, config, _ in configs))
     return compare_row(row, counted, gpu_name, label, GROUPS[kernel])

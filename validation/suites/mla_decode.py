@@ -132,7 +132,7 @@ def _counted(kernel: MlaDecode, gpu_name: str) -> comparison.Compiled:
     """The model's launches told the compiled attention and merge kernels' warp instructions and registers
     (validation/sass_counts.py): a split loops once per block_n rows of its share, the merge once per split
     that holds rows; the padding copy is not counted."""
-    from validation.sass_counts import compiled, per_thread
+    from validation.sass_counts import compiled, cycles_of, per_thread
     from workloads.kernel_base import cdiv
 
     splits, block_n = kernel.num_splits, kernel.block_n
@@ -140,13 +140,17 @@ def _counted(kernel: MlaDecode, gpu_name: str) -> comparison.Compiled:
     config = f"splits={splits} even={kernel.padded_heads % HEADS_PER_WORKGROUP == 0}"
     counts = [compiled(gpu_name, "mla_decode", config, cdiv(per_split, block_n))]
     threads = [per_thread(gpu_name, "mla_decode", config)]
+    cycles = [cycles_of(gpu_name, "mla_decode", config)]
     if splits > 1:
         counts.append(compiled(gpu_name, "mla_merge", config, cdiv(kernel.context, per_split)))
         threads.append(per_thread(gpu_name, "mla_merge", config))
+        cycles.append(cycles_of(gpu_name, "mla_merge", config))
     if kernel.padded_heads > kernel.heads:
         counts.insert(0, (None, None))
         threads.insert(0, None)
-    return comparison.Compiled(kernel, tuple(i for i, _ in counts), tuple(r for _, r in counts), tuple(threads))
+        cycles.insert(0, None)
+    return comparison.Compiled(kernel, tuple(i for i, _ in counts), tuple(r for _, r in counts), tuple(threads),
+                               tuple(cycles))
 
 
 def compare(row: dict[str, str], gpu_name: str) -> comparison.Comparison:

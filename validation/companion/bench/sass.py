@@ -10,7 +10,10 @@ a prologue (everything outside the loop) and a loop body per iteration; loops th
 in the prologue, and the copies of a tile loop unrolled per peer count as that one loop (`count`). The
 QuickReduce all-reduce kernels are counted as the two-GPU sweep launched them: `qr_scatter`, `qr_reduce` and
 `qr_gather`, per codec, with two ranks, bf16 in and out, 4 warps. The table it writes is read by
-`validation.sass_counts`; run it with the Triton version of the measurements (their PROVENANCE.md).
+`validation.sass_counts`; run it with the Triton version of the measurements (their PROVENANCE.md). Beside
+it the command writes each kernel's one-warp issue timeline (`warp_timeline`, from the control codes of the
+instructions: stall counts and the barriers of variable-latency results) as `<name>_timing.json`, which
+`validation.sass_timing` evaluates with a GPU's latencies.
 triton is imported inside the functions that compile, so `count` works without it.
 """
 
@@ -18,6 +21,8 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
+import json
 import os
 import re
 import subprocess
@@ -64,32 +69,201 @@ def count(sass: str) -> tuple[int, int]:
     disjoint copies of it (unrolled by a static loop around it, e.g. one per peer rank): the loop body is then
     their mean per iteration (rounded half up) and the prologue everything outside them.
     """
+    main, labels = _main_path(sass)
+
+    def issued(part: list[tuple[int, str]]) -> int:
+        return len(part) - _SKIPPED_PER_CALL * sum("CALL" in t for _, t in part)
+
+    tile = _tile_loops(main, labels)
+    if not tile:
+        return issued(main), 0
+    sizes = [issued([(a, t) for a, t in main if start <= a <= end]) for start, end in tile]
+    if max(sizes) - min(sizes) > _COPY_TOLERANCE * max(sizes):
+        raise ValueError(f"{len(tile)} loops of {sizes} instructions: count() handles one (and its copies)")
+    per_trip = (2 * sum(sizes) + len(sizes)) // (2 * len(sizes))  # the mean, rounded half up
+    return issued(main) - sum(sizes), per_trip
+
+
+def _main_path(sass: str) -> tuple[list[tuple[int, str]], dict[str, int]]:
+    """(address, text) of the instructions up to the last EXIT, and the address of every label."""
     found, labels = _instructions(sass)
     last_exit = max(a for a, t in found if "EXIT" in t)
-    main = [(a, t) for a, t in found if a <= last_exit]
+    return [(a, t) for a, t in found if a <= last_exit], labels
+
+
+def _tile_loops(main: list[tuple[int, str]], labels: dict[str, int]) -> list[tuple[int, int]]:
+    """(first, last address) of every loop on the main path that is not a spin-wait (`count` says which)."""
     loops = []
     for a, t in main:
         target = re.search(r"BRA.*\.(L_x_\d+)", t)
         if target and labels[target.group(1)] < a:
             loops.append((labels[target.group(1)], a))
-
-    def issued(part: list[tuple[int, str]]) -> int:
-        return len(part) - _SKIPPED_PER_CALL * sum("CALL" in t for _, t in part)
-
-    bodies = [[(a, t) for a, t in main if start <= a <= end] for start, end in loops]
-    tile = [(loop, body) for loop, body in zip(loops, bodies, strict=True)
-            if not any(_SPIN_READ.search(t) for _, t in body)]
-    if not tile:
-        return issued(main), 0
-    for (s1, e1), _ in tile:
-        for (s2, e2), _ in tile:
+    tile = [(start, end) for start, end in loops
+            if not any(_SPIN_READ.search(t) for a, t in main if start <= a <= end)]
+    for s1, e1 in tile:
+        for s2, e2 in tile:
             if (s1, e1) != (s2, e2) and s1 <= s2 and e2 <= e1:
                 raise ValueError(f"nested loops at {s2:#x} in {s1:#x}: count() handles one loop")
-    sizes = [issued(body) for _, body in tile]
-    if max(sizes) - min(sizes) > _COPY_TOLERANCE * max(sizes):
-        raise ValueError(f"{len(tile)} loops of {sizes} instructions: count() handles one (and its copies)")
-    per_trip = (2 * sum(sizes) + len(sizes)) // (2 * len(sizes))  # the mean, rounded half up
-    return issued(main) - sum(sizes), per_trip
+    return tile
+
+
+# --- One warp's issue timeline, from the control codes -------------------------------------------------------
+#
+# Every Volta+ instruction is 128 bits; `nvdisasm -hex` prints it as two 64-bit words, the second on the next
+# line. Its control code is bits 105-125 of the 128 (bits 41-61 of the second word), as the open-source
+# assemblers decode it (CuAssembler's CuControlCode, turingas; Jia et al., "Dissecting the NVIDIA Volta GPU
+# Architecture via Microbenchmarking", arXiv:1804.06826, section 2): from its low bit, the stall count (4
+# bits: cycles before the warp's next instruction may issue), yield (1), the write barrier this instruction
+# sets (3; 7 = none: released when a variable-latency result is written), the read barrier it sets (3;
+# released when its source registers have been read), the mask of barriers it waits on (6) and the operand
+# reuse flags (4).
+_CONTROL_SHIFT = 105 - 64
+NO_BARRIER = 7
+
+
+def control(hi: int) -> dict[str, int]:
+    """The control code of an instruction from its second (high) 64-bit word."""
+    bits = hi >> _CONTROL_SHIFT
+    return {"stall": bits & 0xF, "yield": (bits >> 4) & 1, "write_barrier": (bits >> 5) & 7,
+            "read_barrier": (bits >> 8) & 7, "wait_mask": (bits >> 11) & 0x3F, "reuse": (bits >> 17) & 0xF}
+
+
+def _encoded(sass: str) -> dict[int, int]:
+    """The second 64-bit word of every instruction of an `nvdisasm -hex` listing, by address."""
+    words, lines = {}, sass.splitlines()
+    for line, following in itertools.pairwise(lines):
+        ins = re.match(r"\s*/\*([0-9a-f]+)\*/\s+.*;\s*/\* 0x[0-9a-f]{16} \*/", line)
+        hi = re.match(r"\s*/\* (0x[0-9a-f]{16}) \*/\s*$", following)
+        if ins and hi:
+            words[int(ins.group(1), 16)] = int(hi.group(1), 16)
+    return words
+
+
+# The latency class of an instruction that sets a write barrier, by opcode (the text before the first dot).
+_CLASSES = {
+    "global_load": ("LDG", "LD"),
+    "async_copy": ("LDGDEPBAR", "LDGSTS"),
+    "shared": ("LDS", "LDSM", "STS", "STSM", "ATOMS"),
+    "constant": ("LDC",),
+    "local": ("LDL", "STL"),
+    "sfu": ("MUFU",),
+    "convert": ("F2I", "I2F", "F2F", "I2I", "FRND", "FCHK", "POPC", "FLO", "BREV", "F2FP"),
+    "shuffle": ("SHFL", "REDUX", "MATCH"),
+    "special": ("S2R", "S2UR", "CS2R", "CS2UR"),
+    "atomic": ("ATOM", "ATOMG", "RED", "REDG"),
+    "mma": ("HMMA", "HGMMA", "IMMA", "IGMMA", "DMMA", "QGMMA", "BMMA"),
+    "fence": ("MEMBAR", "FENCE", "ERRBAR", "CCTL"),
+    "barrier": ("BAR",),
+}
+_CLASS_OF = {op: cls for cls, ops in _CLASSES.items() for op in ops}
+# The class of a wait on a read barrier: the producer's source registers read out, whatever the producer.
+OPERAND_READ = "operand_read"
+LATENCY_CLASSES = (*_CLASSES, "fence_cta", OPERAND_READ, "other")
+
+
+def _opcode(text: str) -> str:
+    return re.sub(r"^@!?U?P\w+\s+", "", text).split()[0]
+
+
+def latency_class(text: str) -> str:
+    """The latency class of an instruction's variable-latency result (`_CLASSES`; `other` if not listed).
+
+    Fences within the CTA (MEMBAR.*.CTA, and FENCE.VIEW.ASYNC, the proxy fence before wgmma reads shared
+    memory) are `fence_cta`: they wait for the SM's own memory pipeline, not a round trip to L2."""
+    op = _opcode(text)
+    if re.match(r"MEMBAR\.\w+\.CTA|FENCE\.VIEW\.ASYNC", op):
+        return "fence_cta"
+    return _CLASS_OF.get(op.split(".")[0], "other")
+
+
+def _simulate(stream: list[tuple[str, int, object]]) -> dict[object, dict]:
+    """Issue `stream` ((text, high word, section tag)) in order, one warp; the stall cycles and waits per tag.
+
+    Time is static: each instruction advances it by its stall count (at least 1). A producer that sets a
+    barrier is pending on it with its class and issue time; an instruction whose wait mask names the barrier
+    retires all its producers, `DEPBAR.LE SBk, N` the oldest but N, `WARPGROUP.DEPBAR.LE gsb0, N` the HGMMAs
+    but the newest N; each retirement is a wait [class, distance, at] (the newest producer per class: the one
+    that binds), with distance the static cycles from the producer's issue to this one's and at this
+    instruction's static cycle in its section. BAR.SYNC is a wait ["barrier", 0, at]. A tag of None simulates
+    without recording (a loop's first trip, whose barrier state the second inherits).
+    """
+    t, pending = 0, {k: [] for k in (*range(6), "gsb0")}
+    sections: dict[object, dict] = {}
+    for text, hi, tag in stream:
+        ctl, op = control(hi), _opcode(text)
+        retired = []
+        for k in range(6):
+            if ctl["wait_mask"] >> k & 1:
+                retired += pending[k]
+                pending[k] = []
+        depbar = re.match(r"DEPBAR\.LE SB(\d), (0x[0-9a-f]+|\d+)", re.sub(r"^@!?P\w+\s+", "", text))
+        if depbar:
+            k, keep = int(depbar.group(1)), int(depbar.group(2), 0)
+            cut = max(0, len(pending[k]) - keep)
+            retired += pending[k][:cut]
+            pending[k] = pending[k][cut:]
+        group = re.match(r"WARPGROUP\.DEPBAR\.LE gsb0, (0x[0-9a-f]+|\d+)", re.sub(r"^@!?P\w+\s+", "", text))
+        if group:
+            cut = max(0, len(pending["gsb0"]) - int(group.group(1), 0))
+            retired += pending["gsb0"][:cut]
+            pending["gsb0"] = pending["gsb0"][cut:]
+        if tag is not None:
+            section = sections.setdefault(tag, {"stall_cycles": 0, "waits": []})
+            newest: dict[str, int] = {}
+            for cls, issued in retired:
+                newest[cls] = max(newest.get(cls, issued), issued)
+            at = section["stall_cycles"]
+            section["waits"] += [[cls, t - issued, at] for cls, issued in sorted(newest.items())]
+            if op.startswith("BAR.SYNC") or op == "BAR":
+                section["waits"].append(["barrier", 0, at])
+        if ctl["write_barrier"] != NO_BARRIER:
+            pending[ctl["write_barrier"]].append((latency_class(text), t))
+        if ctl["read_barrier"] != NO_BARRIER:
+            pending[ctl["read_barrier"]].append((OPERAND_READ, t))
+        if op.split(".")[0] in ("HGMMA", "IGMMA", "QGMMA", "BGMMA"):
+            pending["gsb0"].append(("mma", t))
+        step = max(1, ctl["stall"])
+        t += step
+        if tag is not None:
+            sections[tag]["stall_cycles"] += step
+    return sections
+
+
+def warp_timeline(sass: str) -> dict:
+    """One warp's static issue timeline of the main path of an `nvdisasm -hex` listing, with symbolic waits.
+
+    The main path is `count`'s: in address order to the last EXIT, spin loops once, the skipped slow-path
+    calls of IEEE division left out. The tile loop (each copy of it) is issued twice in a row, carrying the
+    barrier state across the back edge, and its second trip is reported, so loop-carried waits count.
+    Returns {"prologue": {"stall_cycles": N, "waits": [[class, distance, at], ...]}, "loop": {...} or {}}
+    (`_simulate` says what a wait holds); where the loop has several copies, "loop" is the first and
+    "loop_copies" all of them. The cycles a wait exposes, max(0, latency[class] - distance) less what earlier
+    waits already exposed, are left to `validation.sass_timing`, which knows each GPU's latencies.
+    """
+    main, labels = _main_path(sass)
+    words = _encoded(sass)
+    calls = [i for i, (_, t) in enumerate(main) if "CALL" in t]
+    skipped = {main[i + d][0] for i in calls for d in (-2, -1, 0, 1)}  # `_SKIPPED_PER_CALL`
+    starts = {start: end for start, end in _tile_loops(main, labels)}
+    stream, i, copy = [], 0, 0
+    while i < len(main):
+        end = starts.get(main[i][0])
+        body = [(a, t) for a, t in main[i:] if end is not None and a <= end]
+        if body:
+            for tag in (None, ("loop", copy)):
+                stream += [(t, words[a], tag) for a, t in body if a not in skipped]
+            i, copy = i + len(body), copy + 1
+        else:
+            if main[i][0] not in skipped:
+                stream.append((main[i][1], words[main[i][0]], "prologue"))
+            i += 1
+    sections = _simulate(stream)
+    copies = [sections.get(("loop", k), {"stall_cycles": 0, "waits": []}) for k in range(copy)]
+    timeline = {"prologue": sections.get("prologue", {"stall_cycles": 0, "waits": []}),
+                "loop": copies[0] if copies else {}}
+    if len(copies) > 1:
+        timeline["loop_copies"] = copies
+    return timeline
 
 
 def _compile(fn, signature: dict[str, str], constexprs: dict, num_warps: int, aligned: tuple[str, ...] = (),
@@ -107,14 +281,15 @@ def _compile(fn, signature: dict[str, str], constexprs: dict, num_warps: int, al
 
 
 def _disassemble(compiled) -> tuple[str, int]:
-    """(SASS text, registers per thread) of a compiled kernel."""
+    """(SASS text with each instruction's two 64-bit words, `nvdisasm -hex`; registers per thread)."""
     import triton
 
     tools = os.path.join(os.path.dirname(triton.__file__), "backends", "nvidia", "bin")
     with tempfile.NamedTemporaryFile(suffix=".cubin", delete=False) as f:
         f.write(compiled.asm["cubin"])
     try:
-        sass = subprocess.run([f"{tools}/nvdisasm", "-c", f.name], capture_output=True, text=True, check=True).stdout
+        sass = subprocess.run([f"{tools}/nvdisasm", "-c", "-hex", f.name], capture_output=True, text=True,
+                              check=True).stdout
         usage = subprocess.run([f"{tools}/cuobjdump", "-res-usage", f.name], capture_output=True, text=True,
                                check=True).stdout
     finally:
@@ -216,13 +391,16 @@ def _allreduce_cases():
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, help="the CSV to write, e.g. validation/data/sass_counts/h200.csv")
+    parser.add_argument("--timing", help="the warp timelines to write (`warp_timeline`); default: the CSV's name "
+                        "with _timing.json, e.g. validation/data/sass_counts/h200_timing.json")
 
 
 def run(args: argparse.Namespace) -> int:
-    """Compile, disassemble and count every kernel configuration of the suites; write the table to args.out."""
+    """Compile, disassemble and count every kernel configuration of the suites; write the table to args.out and
+    each one's warp timeline to args.timing."""
     import triton
 
-    rows = []
+    rows, timings = [], []
     for kernel, config, fn, sig, constexprs, warps, aligned, stages in (*_cases(), *_allreduce_cases()):
         compiled = _compile(fn, sig, constexprs, warps, aligned, stages)
         sass, registers = _disassemble(compiled)
@@ -230,9 +408,15 @@ def run(args: argparse.Namespace) -> int:
         rows.append({"kernel": kernel, "config": config, "num_warps": warps, "registers": registers,
                      "shared_bytes": compiled.metadata.shared, "prologue_instructions": prologue,
                      "loop_instructions": loop, "triton": triton.__version__})
+        timings.append({"kernel": kernel, "config": config, **warp_timeline(sass)})
         print(rows[-1], flush=True)
     with open(args.out, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
         writer.writeheader()
         writer.writerows(rows)
+    timing = args.timing or re.sub(r"(\.csv)?$", "_timing.json", args.out, count=1)
+    with open(timing, "w") as f:  # one row a line
+        f.write(f'{{"triton": {json.dumps(triton.__version__)}, "rows": [\n')
+        f.write(",\n".join(json.dumps(row, separators=(",", ":")) for row in timings))
+        f.write("\n]}\n")
     return 0

@@ -1,0 +1,162 @@
+"""One warp's issue timeline from SASS control codes: decoding, the in-order simulator, the recorded table."""
+
+from __future__ import annotations
+
+import csv
+
+import pytest
+
+from validation.companion.bench.sass import NO_BARRIER, control, count, warp_timeline
+from validation.sass_counts import DATA_DIR
+from validation.sass_timing import section_cycles, timeline, warp_cycles
+
+LATENCY = {"global_load": 500.0, "shared": 30.0, "sfu": 20.0, "other": 4.0, "operand_read": 4.0, "barrier": 0.0}
+
+
+def word(stall: int, wait: int = 0, write: int = NO_BARRIER, read: int = NO_BARRIER, yld: int = 1,
+         reuse: int = 0) -> int:
+    """The second 64-bit word of an instruction with this control code (bits 105-125 of the 128)."""
+    return (stall | yld << 4 | write << 5 | read << 8 | wait << 11 | reuse << 17) << 41
+
+
+def listing(body: list[tuple[str, int]]) -> str:
+    """An `nvdisasm -hex` listing: (text or '.L_x_N:' label, high word) per line; the low word is made up."""
+    lines, addr = [], 0
+    for text, hi in body:
+        if text.endswith(":"):
+            lines.append(text)
+            continue
+        lines.append(f"        /*{addr:04x}*/                   {text} ;    /* 0x000000ff00007b82 */")
+        lines.append(f"                                                        /* 0x{hi:016x} */")
+        addr += 16
+    return "\n".join(lines) + "\n"
+
+
+def test_control_decodes_a_hand_made_word():
+    hi = word(stall=5, yld=1, write=2, read=4, wait=0b100101, reuse=0b0011) | 0x0000_0000_0c1e_1900
+    assert control(hi) == {"stall": 5, "yield": 1, "write_barrier": 2, "read_barrier": 4, "wait_mask": 0b100101,
+                           "reuse": 0b0011}
+
+
+def test_control_decodes_words_ptxas_wrote():
+    # From mla_decode for sm_90: LDG.E R3 sets barrier 2; the VIADD that reads R3 waits on it.
+    ldg, viadd = control(0x000EA2000C1E1900), control(0x004FCA0000000000)
+    assert (ldg["stall"], ldg["write_barrier"], ldg["read_barrier"], ldg["wait_mask"]) == (1, 2, NO_BARRIER, 0)
+    assert (viadd["stall"], viadd["write_barrier"], viadd["wait_mask"]) == (5, NO_BARRIER, 0b100)
+
+
+def test_a_load_and_its_consumer_expose_latency_less_distance():
+    sass = listing([("S2R R0, SR_TID.X", word(2)),
+                    ("LDG.E R3, desc[UR4][R2.64]", word(1, write=0)),
+                    ("IADD3 R4, R4, 0x1, RZ", word(4)),
+                    ("IADD3 R5, R5, 0x1, RZ", word(6)),
+                    ("FADD R6, R3, 1", word(3, wait=0b1)),
+                    ("EXIT", word(5))])
+    tl = warp_timeline(sass)
+    assert tl["loop"] == {}
+    assert tl["prologue"] == {"stall_cycles": 2 + 1 + 4 + 6 + 3 + 5, "waits": [["global_load", 1 + 4 + 6, 13]]}
+    assert section_cycles(tl["prologue"], LATENCY) == 21 + (500 - 11)
+    assert count(sass) == (6, 0)
+
+
+def test_waits_in_flight_together_expose_once():
+    # two loads on two barriers, consumed one after the other: the second's latency elapsed during the first wait
+    sass = listing([("LDG.E R3, desc[UR4][R2.64]", word(1, write=0)),
+                    ("LDG.E R5, desc[UR4][R4.64]", word(1, write=1)),
+                    ("FADD R6, R3, 1", word(1, wait=0b01)),
+                    ("FADD R7, R5, 1", word(1, wait=0b10)),
+                    ("EXIT", word(5))])
+    prologue = warp_timeline(sass)["prologue"]
+    assert prologue["waits"] == [["global_load", 2, 2], ["global_load", 2, 3]]
+    assert section_cycles(prologue, LATENCY) == 9 + 498
+
+
+def test_loop_carried_dependency_shows_in_the_second_trip():
+    # the loop's first instruction waits on a load issued at the end of the previous trip
+    sass = listing([("S2R R0, SR_TID.X", word(2)),
+                    (".L_x_0:", 0),
+                    ("FADD R6, R3, 1", word(2, wait=0b10)),
+                    ("IADD3 R4, R4, 0x1, RZ", word(10)),
+                    ("LDG.E R3, desc[UR4][R2.64]", word(1, write=1)),
+                    ("ISETP.NE.AND P0, PT, R4, 8, PT", word(3)),
+                    ("@P0 BRA `(.L_x_0)", word(5)),
+                    ("EXIT", word(5))])
+    tl = warp_timeline(sass)
+    assert count(sass) == (2, 5)
+    # the first trip has no load in flight; the second waits on the first's, 1 + 3 + 5 cycles before the back edge
+    assert tl["loop"] == {"stall_cycles": 21, "waits": [["global_load", 9, 0]]}
+    assert tl["prologue"]["stall_cycles"] == 2 + 5 and tl["prologue"]["waits"] == []
+    assert section_cycles(tl["loop"], LATENCY, loop=True) == 21 + 500 - 9
+
+
+def test_a_loop_wait_on_an_earlier_trip_counts_that_trips_delays():
+    # a trip of 100 cycles: at 5 a wait on a load of the previous trip (issued at its 15), at 60 a wait on a load
+    # of this trip; in steady state the previous trip's 390-cycle stall at 60 lies between the old load and its
+    # consumer, so only the first trip (no earlier stall) exposes the old load
+    loop = {"stall_cycles": 100, "waits": [["global_load", 90, 5], ["global_load", 10, 60]]}
+    latency = {"global_load": 400.0}
+    assert section_cycles(loop, latency, loop=True) == 100 + 390
+    assert section_cycles(loop, latency) == 100 + (400 - 90) + 390  # as a section run once
+
+
+def test_depbar_retires_the_oldest_async_copy_groups():
+    sass = listing([("LDGSTS.E.BYPASS.128 [R67], desc[UR60][R8.64]", word(1)),
+                    ("LDGDEPBAR", word(1, write=0)),
+                    ("LDGSTS.E.BYPASS.128 [R67+0x800], desc[UR60][R8.64+0x10]", word(1)),
+                    ("LDGDEPBAR", word(1, write=0)),
+                    ("NOP", word(4)),
+                    ("DEPBAR.LE SB0, 0x1", word(1)),
+                    ("DEPBAR.LE SB0, 0x0", word(1)),
+                    ("EXIT", word(5))])
+    assert warp_timeline(sass)["prologue"]["waits"] == [["async_copy", 7, 8], ["async_copy", 6, 9]]
+
+
+def test_the_table_covers_every_counted_row():
+    with open(DATA_DIR / "h200.csv", newline="") as f:
+        rows = list(csv.DictReader(f))
+    for row in rows:
+        tl = timeline(row["kernel"], row["config"])
+        loop_instructions = int(row["loop_instructions"])
+        assert bool(tl["loop"]) == bool(loop_instructions), (row["kernel"], row["config"])
+        # every instruction issues for at least one cycle
+        assert tl["prologue"]["stall_cycles"] >= int(row["prologue_instructions"])
+        copies = tl.get("loop_copies") or [tl["loop"]]
+        if loop_instructions:
+            mean = sum(c["stall_cycles"] for c in copies) / len(copies)
+            assert mean >= loop_instructions - 5, (row["kernel"], row["config"])
+
+
+def test_mla_decode_loop_takes_more_cycles_than_instructions():
+    prologue, loop = warp_cycles("h200", "mla_decode", "splits=1 even=True")
+    with open(DATA_DIR / "h200.csv", newline="") as f:
+        row = next(r for r in csv.DictReader(f) if (r["kernel"], r["config"]) == ("mla_decode", "splits=1 even=True"))
+    assert loop > int(row["loop_instructions"])
+    assert prologue > int(row["prologue_instructions"])
+
+
+def test_unknown_rows_are_refused():
+    with pytest.raises(ValueError, match="no SASS timeline"):
+        warp_cycles("h200", "mla_decode", "splits=3 even=True")
+
+
+def test_a_compiled_row_takes_its_chains_from_the_sass_timeline():
+    from validation.comparison import Compiled
+    from validation.sass_counts import cycles_of, per_thread
+    from workloads.attention_kernels import MlaDecode
+    from workloads.kda_kernels import KdaVerify
+
+    # pipelined (MLA decode: two stages): the trip chain is the stalls beyond the instructions, no DRAM waits
+    mla = MlaDecode(seqs=1, context=1024, heads=16, kv_dtype="bf16", q_dtype="bf16", threads=128, block_n=32)
+    config = "splits=1 even=True"
+    outside, per_trip = per_thread("h200", "mla_decode", config)
+    cycles = cycles_of("h200", "mla_decode", config)
+    program = Compiled(mla, (None,), (None,), ((outside, per_trip),), (cycles,)).launches()[0].program
+    assert program.trip_chain.cycles == pytest.approx(cycles[1] - per_trip) and program.trip_chain.dram == 0
+    assert program.setup_chain.dram == pytest.approx(cycles[2])
+    # unpipelined (KDA verify): its first load per token is the program's; the others it waits for in series
+    verify = KdaVerify(seqs=1, positions=4, heads=12, tile_cols=32)
+    config = "bv=32 store=True"
+    counts, cycles = per_thread("h200", "kda_recurrent", config), cycles_of("h200", "kda_recurrent", config)
+    program = Compiled(verify, (None,), (None,), (counts,), (cycles,)).launches()[0].program
+    assert cycles[3] > 1.5  # a token's loads wait on each other: more than one round trip in series
+    assert program.trip_chain.dram == pytest.approx(cycles[3] - 1) and program.prefetch == 0
