@@ -13,7 +13,8 @@ Per trip of a workgroup's loop, with r workgroups resident on a CU of S schedule
            stream. Tiles that several workgroups read (`reuse`: HBM once, L2 after) contend less for HBM and
            raise that share, up to L2's bandwidth over the streaming CUs. A trip waits for its load
            unless the load was issued `prefetch` trips ahead, in which case only the part the pipeline cannot
-           cover.
+           cover; its stores leave after its compute at the CU's share of bandwidth, and the resident
+           workgroups' loads and stores together cannot pass that share.
 
 A workgroup takes its setup chain plus `trips` trips. Workgroups run in waves of (CUs x resident); a last,
 partial wave runs with fewer resident per CU; no grid finishes before the dispatcher has handed the busiest CU
@@ -70,19 +71,24 @@ def trip_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus:
     issue = per_scheduler * program.trip_instructions / gpu.boost_clock_hz
     latency = program.trip_instructions / gpu.boost_clock_hz + program.trip_chain.seconds(gpu)
     compute = max(issue, latency)
+    share = cu_share(program, gpu, hbm_bytes_per_s, streaming_cus)
+    # the resident workgroups' stores leave after their compute, at the CU's share of bandwidth, and a
+    # workgroup's next loads queue behind them in the CU's memory path; loads and stores together cannot pass
+    # that share either
+    store = resident * program.trip_store_bytes / share
+    traffic = resident * (program.trip_load_bytes + program.trip_store_bytes) / share
     if program.trip_load_bytes <= 0:
-        return compute
+        return max(compute + store, traffic)
     stages = max(1, program.prefetch)
     in_flight = resident * program.trip_load_bytes * stages
     if program.reduces_loads and program.trip_load_bytes > DEEP_THREAD_BYTES * warps * gpu.wave_size:
         in_flight *= curve.deep_thread_share
     # the CU's own curve (its memory pipeline), capped by its share of what every streaming CU reads at once
-    rate = min(loaded_rate(in_flight, curve.latency_s, gpu.cu_bandwidth_bytes_per_s, curve.smoothness),
-               cu_share(program, gpu, hbm_bytes_per_s, streaming_cus))
+    rate = min(loaded_rate(in_flight, curve.latency_s, gpu.cu_bandwidth_bytes_per_s, curve.smoothness), share)
     load = resident * program.trip_load_bytes * stages / rate
     if program.prefetch == 0:
-        return load + compute
-    return max(compute, load / stages)
+        return max(load + compute + store, traffic)
+    return max(compute, load / stages, traffic)
 
 
 def cu_share(program: Program, gpu: GPU, hbm_bytes_per_s: float, streaming_cus: int) -> float:

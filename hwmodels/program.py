@@ -97,6 +97,7 @@ class Program:
 
     trips: float = 0.0
     trip_load_bytes: float = 0.0
+    trip_store_bytes: float = 0.0  # HBM bytes one trip writes; they queue in the CU's memory path before later loads
     trip_instructions: float = 0.0
     trip_chain: Chain = NO_CHAIN
     prefetch: int = 0
@@ -118,7 +119,7 @@ class Program:
     def __post_init__(self) -> None:
         if any(t < 0 for t in self.trip_counts):
             raise ValueError("trip_counts must not be negative")
-        for name in ("trips", "trip_load_bytes", "trip_instructions", "setup_instructions"):
+        for name in ("trips", "trip_load_bytes", "trip_store_bytes", "trip_instructions", "setup_instructions"):
             value = getattr(self, name)
             if not value >= 0:
                 raise ValueError(f"{name} must be a non-negative number, got {value!r}")

@@ -178,7 +178,7 @@ STREAM_BYTES_PER_THREAD = 64
 
 
 def default_program(work: Work, gpu: GPU) -> Program:
-    """A workgroup that streams its share of the launch's reads, 64 B per thread per trip, then writes.
+    """A workgroup that streams its share of the launch's reads, 64 B per thread per trip, and its writes.
 
     Its instructions, when counted, are issued once (they are spread over the trips in reality, but a
     streaming kernel's trips are few); kernels with loops, pipelines or dependent chains state their own.
@@ -187,10 +187,9 @@ def default_program(work: Work, gpu: GPU) -> Program:
     warps = -(-work.threads_per_workgroup // gpu.wave_size)
     program = streaming_program(work.workgroup_bytes * read_share,
                                 STREAM_BYTES_PER_THREAD * work.threads_per_workgroup)
-    if work.warp_instructions_per_workgroup:
-        return Program(trips=program.trips, trip_load_bytes=program.trip_load_bytes,
-                       setup_instructions=work.warp_instructions_per_workgroup / warps)
-    return program
+    stores = work.workgroup_bytes * (1 - read_share) / max(1.0, program.trips)
+    return Program(trips=program.trips, trip_load_bytes=program.trip_load_bytes, trip_store_bytes=stores,
+                   setup_instructions=(work.warp_instructions_per_workgroup or 0.0) / warps)
 
 
 def issue_s(work: Work, gpu: GPU, per_cu_rounds: int, resident: int) -> float:

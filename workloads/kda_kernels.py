@@ -204,7 +204,8 @@ _RECURRENCE_FLOP_PER_KV = 7  # decay K*V, k^T S 2KV, rank-1 update 2KV, q^T S 2K
 _NORM_FLOP_PER_VALUE = 4  # gated RMSNorm of the output: square, sum, scale, gate
 
 
-def recurrent_program(trips: int, trip_load_bytes: float, key_dim: int, block_v: int, threads: int) -> Program:
+def recurrent_program(trips: int, trip_load_bytes: float, key_dim: int, block_v: int, threads: int,
+                      trip_store_bytes: float = 0.0) -> Program:
     """A (sequence, head, value tile) workgroup stepping through `trips` tokens of the delta rule in order.
 
     Setup: the K x block_v state slice comes from HBM (one round trip) before the loop. Each token waits
@@ -214,7 +215,7 @@ def recurrent_program(trips: int, trip_load_bytes: float, key_dim: int, block_v:
     """
     warps = max(1, threads // 32)
     chain = Chain(sfu=1, alu=4) + 2 * reduction_chain(key_dim, warps, 32)
-    return Program(trips=trips, trip_load_bytes=trip_load_bytes, trip_chain=chain,
+    return Program(trips=trips, trip_load_bytes=trip_load_bytes, trip_store_bytes=trip_store_bytes, trip_chain=chain,
                    trip_instructions=5 * key_dim * block_v / threads + 40, setup_chain=Chain(dram=1))
 
 
@@ -246,7 +247,9 @@ class KdaDecode(KernelKind):
         grid = sh * cdiv(vd, self.block_v)
 
         bv = min(self.block_v, vd)
-        recurrent = recurrent_program(1, inputs - vd * _BF16_BYTES + bv * _BF16_BYTES, kd, bv, self.threads)
+        # one token: its inputs in, its output tile and the final state slice out
+        recurrent = recurrent_program(1, inputs - vd * _BF16_BYTES + bv * _BF16_BYTES, kd, bv, self.threads,
+                                      bv * _BF16_BYTES + kd * bv * _FP32_BYTES)
 
         def launch(flop: int, read: int, write: int, workgroups: int, family: Family,
                    program: Program | None = None) -> Work:
@@ -302,7 +305,10 @@ class KdaVerify(KernelKind):
                 workgroups=sh * tiles,
                 threads_per_workgroup=self.threads,
                 family=Family.KDA_VERIFY,
+                # per position: its inputs in, its output tile out and, stored for rollback, its state slice
                 program=recurrent_program(p, per_tile_inputs + self.tile_cols * _BF16_BYTES + _FP32_BYTES, d,
-                                          self.tile_cols, self.threads),
+                                          self.tile_cols, self.threads,
+                                          self.tile_cols * _BF16_BYTES
+                                          + (d * self.tile_cols * _FP32_BYTES if self.store_states else 0)),
             ),
         )

@@ -55,12 +55,13 @@ def _gemm_program(depth: int, tile_n: int, tile_k: int, stages: int, dtype: Dtyp
                    reuse=row_blocks)
 
 
-def row_program(row_bytes: float, values: int, threads: int) -> Program:
+def row_program(row_bytes: float, values: int, threads: int, store_bytes: float = 0.0) -> Program:
     """A row kernel (RMSNorm, add + RMSNorm): load the row, square and sum it over the whole workgroup
     (a block reduction), one reciprocal square root, scale, store. About six instructions per value a
-    thread holds, plus thirty for addressing and the reduction."""
+    thread holds, plus thirty for addressing and the reduction. `row_bytes` are the row's own (the weight
+    vector, read by every row, stays in L2 and is left out)."""
     chain = Chain(alu=3, sfu=1) + reduction_chain(threads, max(1, threads // 32), 32)
-    return Program(trips=1, trip_load_bytes=row_bytes, trip_chain=chain,
+    return Program(trips=1, trip_load_bytes=row_bytes, trip_store_bytes=store_bytes, trip_chain=chain,
                    trip_instructions=6 * values / threads + 30, reduces_loads=True)
 
 
@@ -208,7 +209,7 @@ class RmsNorm(KernelKind):
                 workgroups=t,
                 threads_per_workgroup=self.threads,
                 family=Family.NORM,
-                program=row_program(self.dtype.storage_bytes(2 * h), h, self.threads),
+                program=row_program(self.dtype.storage_bytes(h), h, self.threads, self.dtype.storage_bytes(h)),
             ),
         )
 
@@ -246,7 +247,8 @@ class AddRmsNorm(KernelKind):
                 workgroups=t,
                 threads_per_workgroup=self.threads,
                 family=Family.NORM,
-                program=row_program(self.dtype.storage_bytes(3 * h), 2 * h, self.threads),
+                program=row_program(self.dtype.storage_bytes(2 * h), 2 * h, self.threads,
+                                    self.dtype.storage_bytes(2 * h)),
             ),
         )
 
@@ -364,7 +366,9 @@ def _codec_launch(values: int, codec: Codec, threads: int, flop_per_value: int, 
     flop = 0 if codec is Codec.FP else flop_per_value * values
     plain, wire = Dtype.FP16.storage_bytes(values), codec.wire_bytes(values)
     tile = min(values, codec.tile_values)
-    program = Program(trips=1, trip_load_bytes=Dtype.FP16.storage_bytes(tile) if encode else codec.wire_bytes(tile),
+    plain_tile, wire_tile = Dtype.FP16.storage_bytes(tile), codec.wire_bytes(tile)
+    program = Program(trips=1, trip_load_bytes=plain_tile if encode else wire_tile,
+                      trip_store_bytes=wire_tile if encode else plain_tile,
                       trip_chain=_codec_chain(codec, encode), trip_instructions=12 * tile / threads + 30,
                       reduces_loads=encode and codec is not Codec.FP)  # the encoder's absmax reduces its tile
     return Work(

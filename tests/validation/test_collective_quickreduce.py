@@ -44,14 +44,15 @@ def test_every_phase_maps_to_its_counted_kernel(h200x2):
     assert all(isinstance(kernel_as(p, k), Compiled) for p in phases[::2] for k in p.kernels)
 
 
-def test_int4_1gib_with_compiled_counts_is_slower_and_finite(h200x2):
+def test_int4_1gib_with_compiled_counts_differs_and_is_finite(h200x2):
     fabric, gpu, calib = h200x2
     collective = Collective(CollectiveOp.ALL_REDUCE, GiB, 2, "test")
     args = dict(mode=LaunchMode.GRAPH, algorithm=Algorithm.QUICKREDUCE, codec=Codec.INT4)
     model = collective_time(collective, fabric, gpu, calib, **args)
     counted = collective_time(collective, fabric, gpu, calib, **args,
                               kernel_as=quickreduce_kernels(gpu.name, Codec.INT4, 2))
-    assert math.isfinite(counted.time_s) and counted.time_s > model.time_s
+    # the compiled kernels' counts and timelines replace the model's own estimates of the codec kernels
+    assert math.isfinite(counted.time_s) and counted.time_s != pytest.approx(model.time_s, rel=1e-3)
 
 
 def test_report_rows_use_the_counts(h200x2):
@@ -60,4 +61,7 @@ def test_report_rows_use_the_counts(h200x2):
     row = rows["quickreduce_int4_all_reduce 1 GiB"]
     model = collective_time(Collective(CollectiveOp.ALL_REDUCE, GiB, 2, "test"), fabric, gpu, calib,
                             mode=LaunchMode.GRAPH, algorithm=Algorithm.QUICKREDUCE, codec=Codec.INT4)
-    assert math.isfinite(row.predicted_s) and row.predicted_s > model.time_s
+    counted = collective_time(Collective(CollectiveOp.ALL_REDUCE, GiB, 2, "test"), fabric, gpu, calib,
+                              mode=LaunchMode.GRAPH, algorithm=Algorithm.QUICKREDUCE, codec=Codec.INT4,
+                              kernel_as=quickreduce_kernels(gpu.name, Codec.INT4, 2))
+    assert row.predicted_s == pytest.approx(counted.time_s) and row.predicted_s != pytest.approx(model.time_s)
