@@ -1,6 +1,7 @@
 """Cycle-level time of a launch: the waves of workgroups, each running its `Program`.
 
-Per trip of a workgroup's loop, with r workgroups resident on a CU of S schedulers, w warps each:
+Per trip of a workgroup's loop, with r workgroups resident on a CU of S schedulers, w warps each (the trip takes
+the slowest of the issue, one warp's path through its load, chain and stores, and the CU's memory traffic):
 
 - issue:   ceil(r * w / S) warps share one scheduler, which issues one warp instruction per clock, so a trip
            takes at least max(1, r * w / S) * I cycles for I instructions per warp;
@@ -68,9 +69,9 @@ def trip_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus:
     """Seconds one trip of the loop takes with `resident` workgroups of `warps` warps on the CU, while
     `streaming_cus` CUs stream at once from a GPU of `hbm_bytes_per_s`."""
     per_scheduler = max(1.0, resident * warps / gpu.simds_per_cu)
+    # issue overlaps with the other warps' waits; one warp's own path (its loads, its chain, its stores) does not
     issue = per_scheduler * program.trip_instructions / gpu.boost_clock_hz
     latency = program.trip_instructions / gpu.boost_clock_hz + program.trip_chain.seconds(gpu)
-    compute = max(issue, latency)
     share = cu_share(program, gpu, hbm_bytes_per_s, streaming_cus)
     # the resident workgroups' stores leave after their compute, at the CU's share of bandwidth, and a
     # workgroup's next loads queue behind them in the CU's memory path; loads and stores together cannot pass
@@ -78,7 +79,7 @@ def trip_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus:
     store = resident * program.trip_store_bytes / share
     traffic = resident * (program.trip_load_bytes + program.trip_store_bytes) / share
     if program.trip_load_bytes <= 0:
-        return max(compute + store, traffic)
+        return max(latency + store, issue, traffic)
     stages = max(1, program.prefetch)
     in_flight = resident * program.trip_load_bytes * stages
     if program.reduces_loads and program.trip_load_bytes > DEEP_THREAD_BYTES * warps * gpu.wave_size:
@@ -87,8 +88,8 @@ def trip_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus:
     rate = min(loaded_rate(in_flight, curve.latency_s, gpu.cu_bandwidth_bytes_per_s, curve.smoothness), share)
     load = resident * program.trip_load_bytes * stages / rate
     if program.prefetch == 0:
-        return max(load + compute + store, traffic)
-    return max(compute, load / stages, traffic)
+        return max(load + latency + store, issue, traffic)
+    return max(latency, issue, load / stages, traffic)
 
 
 def cu_share(program: Program, gpu: GPU, hbm_bytes_per_s: float, streaming_cus: int) -> float:
