@@ -59,7 +59,12 @@ class AttentionPrefill(KernelKind):
         """One launch: QK^T and PV (2 FLOP each per pair per head dim) plus softmax per pair."""
         s, h, d = self.seqs, self.heads, self.head_dim
         keys = self.cached + self.q_len
-        rows = min(self.block_m, self.q_len)
+        group = h // self.kv_heads
+        # GQA packing (FlashAttention-3's pack_gqa, FlashInfer's decode): when a KV group's queries fit one
+        # query block, its heads are packed into the block's rows, so the group's K and V stream once
+        packed = group > 1 and self.q_len * group <= self.block_m
+        rows = self.q_len * group if packed else min(self.block_m, self.q_len)
+        blocks = s * self.kv_heads if packed else s * h * cdiv(self.q_len, self.block_m)
         return (
             Work(
                 flop_by_dtype={
@@ -69,7 +74,7 @@ class AttentionPrefill(KernelKind):
                 read_bytes=self.dtype.storage_bytes(s * self.q_len * h * d)
                 + self.dtype.storage_bytes(s * 2 * keys * self.kv_heads * d),
                 write_bytes=self.dtype.storage_bytes(s * self.q_len * h * d),
-                workgroups=s * h * cdiv(self.q_len, self.block_m),
+                workgroups=blocks,
                 threads_per_workgroup=self.threads,
                 # the Q tile plus one K and one V tile: (block_m + 2*block_n) * head_dim * bits/8
                 lds_bytes_per_workgroup=cdiv((self.block_m + 2 * self.block_n) * d * self.dtype.bits, 8),
@@ -78,7 +83,7 @@ class AttentionPrefill(KernelKind):
                 flop_per_workgroup=(4 * d + _SOFTMAX_FLOP_PER_PAIR) * rows * keys,
                 # the query blocks and heads of one KV group share its K and V through L2
                 memory_workgroups=s * self.kv_heads,
-                program=self._program(keys, cdiv(self.q_len, self.block_m) * (h // self.kv_heads)),
+                program=self._program(keys, 1 if packed else cdiv(self.q_len, self.block_m) * group),
             ),
         )
 

@@ -135,9 +135,18 @@ def test_attention_prefill_causal_pairs():
     work = AttentionPrefill(seqs=2, q_len=3, heads=4, kv_heads=2, head_dim=8, cached=5).work()
     pairs = (5 + 1) + (5 + 2) + (5 + 3)
     read = 2 * (3 * 4 * 8 + 2 * (5 + 3) * 2 * 8) * 2
+    # 3 queries x 2 heads per KV group fit one 128-row block: the group's heads are packed (pack_gqa), so one
+    # workgroup per (sequence, KV head)
     assert counts(work) == ({BF16: 4 * 2 * 4 * 8 * pairs, FP32: 5 * 2 * 4 * pairs}, read, 2 * 3 * 4 * 8 * 2,
-                            2 * 4, 1)
+                            2 * 2, 1)
     assert work.lds_bytes_per_workgroup == (128 + 2 * 64) * 8 * 2
+
+
+def test_a_long_prefill_is_not_packed_and_a_decode_is():
+    prefill = AttentionPrefill(seqs=1, q_len=4096, heads=64, kv_heads=8, head_dim=128).work()
+    decode = AttentionPrefill(seqs=32, q_len=1, heads=64, kv_heads=8, head_dim=128, cached=1024).work()
+    assert prefill.workgroups == 64 * 4096 // 128
+    assert decode.workgroups == 32 * 8 and decode.program.reuse == 1  # each KV group streams once
 
 
 def test_attention_prefill_non_causal_pairs_and_query_blocks():
