@@ -144,7 +144,7 @@ def test_attention_prefill_causal_pairs():
 
 def test_a_long_prefill_is_not_packed_and_a_decode_is():
     prefill = AttentionPrefill(seqs=1, q_len=4096, heads=64, kv_heads=8, head_dim=128).work()
-    decode = AttentionPrefill(seqs=32, q_len=1, heads=64, kv_heads=8, head_dim=128, cached=1024).work()
+    decode = AttentionPrefill(seqs=32, q_len=1, heads=64, kv_heads=8, head_dim=128, cached=1024).launches()[0]
     assert prefill.workgroups == 64 * 4096 // 128
     assert decode.workgroups == 32 * 8 and decode.program.reuse == 1  # each KV group streams once
 
