@@ -26,6 +26,7 @@ one (`hwmodels.roofline`).
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
@@ -72,6 +73,10 @@ def trip_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus:
     # issue overlaps with the other warps' waits; one warp's own path (its loads, its chain, its stores) does not
     issue = per_scheduler * program.trip_instructions / gpu.boost_clock_hz
     latency = program.trip_instructions / gpu.boost_clock_hz + program.trip_chain.seconds(gpu)
+    if program.trip_cycles_by_warps:
+        # simulated: the warps sharing a scheduler, their issue and their stalls together
+        issue = latency = shared_cycles(program.trip_cycles_by_warps, per_scheduler) / gpu.boost_clock_hz + (
+            program.trip_chain.seconds(gpu))
     share = cu_share(program, gpu, hbm_bytes_per_s, streaming_cus)
     # the resident workgroups' stores leave after their compute, at the CU's share of bandwidth, and a
     # workgroup's next loads queue behind them in the CU's memory path; loads and stores together cannot pass
@@ -90,6 +95,15 @@ def trip_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus:
     if program.prefetch == 0:
         return max(load + latency + store, issue, traffic)
     return max(latency, issue, load / stages, traffic)
+
+
+def shared_cycles(by_warps: tuple[float, ...], warps: float) -> float:
+    """Cycles of a trip with `warps` warps on a scheduler, from the simulated 1, 2, 3, ... (rounded up; beyond
+    the table, the last entry's cycles per warp)."""
+    n = max(1, math.ceil(warps - 1e-9))
+    if n <= len(by_warps):
+        return by_warps[n - 1]
+    return by_warps[-1] * n / len(by_warps)
 
 
 def cu_share(program: Program, gpu: GPU, hbm_bytes_per_s: float, streaming_cus: int) -> float:
