@@ -26,6 +26,7 @@ one (`hwmodels.roofline`).
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -97,13 +98,17 @@ def trip_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus:
     return max(latency, issue, load / stages, traffic)
 
 
-def shared_cycles(by_warps: tuple[float, ...], warps: float) -> float:
-    """Cycles of a trip with `warps` warps on a scheduler, from the simulated 1, 2, 3, ... (rounded up; beyond
-    the table, the last entry's cycles per warp)."""
+def shared_cycles(by_warps: tuple[tuple[int, float], ...], warps: float) -> float:
+    """Cycles of a trip with `warps` warps on a scheduler (rounded up), interpolated linearly between the
+    simulated (warps, cycles) pairs; beyond the last, its cycles per warp."""
     n = max(1, math.ceil(warps - 1e-9))
-    if n <= len(by_warps):
-        return by_warps[n - 1]
-    return by_warps[-1] * n / len(by_warps)
+    for (n0, c0), (n1, c1) in itertools.pairwise(by_warps):
+        if n0 <= n <= n1:
+            return c0 + (c1 - c0) * (n - n0) / (n1 - n0)
+    if n <= by_warps[0][0]:
+        return by_warps[0][1]
+    last_n, last_c = by_warps[-1]
+    return last_c * n / last_n
 
 
 def cu_share(program: Program, gpu: GPU, hbm_bytes_per_s: float, streaming_cus: int) -> float:

@@ -110,9 +110,10 @@ class Program:
     # Irregular grids: the trips of each workgroup in dispatch order (split-KV over uneven histories, expert
     # tiles over uneven token counts); empty: every workgroup runs `trips`, the busiest's.
     trip_counts: tuple[int, ...] = ()
-    # A trip's compute, in cycles, with 1, 2, 3, ... warps sharing a scheduler (simulated on the compiled code's
-    # instruction stream); empty: the issue and latency terms of `trip_instructions` and `trip_chain` instead.
-    trip_cycles_by_warps: tuple[float, ...] = ()
+    # A trip's compute, in cycles, at some numbers of warps sharing a scheduler, as (warps, cycles) pairs in
+    # increasing order (simulated on the compiled code's instruction stream); empty: the issue and latency
+    # terms of `trip_instructions` and `trip_chain` instead.
+    trip_cycles_by_warps: tuple[tuple[int, float], ...] = ()
     # True: each trip loads into registers and reduces what it loaded (a sum, a maximum), the shape of the
     # memory-level-parallelism probe's rows: a thread holding more than 32 bytes of such loads keeps only
     # `mlp_deep_thread_share` of them in flight (measured). False: loads streamed to stores, or asynchronous

@@ -114,9 +114,9 @@ def quickreduce_kernels(gpu_name: str, codec: Codec, world: int) -> KernelAs:
         ran: KernelKind = replace(kernel, threads=QR_WARPS * 32)
         if name == "qr_reduce":
             ran = _ReduceTiles(ran, world)
-        _, trip_cycles, _, trip_loads = cycles_of(gpu_name, name, codec.value)  # per tile, without the prologue
+        _, trip_cycles, _, trip_loads, by_warps = cycles_of(gpu_name, name, codec.value)  # per tile, no prologue
         return Compiled(ran, (per_tile * QR_WARPS,), (registers,), ((0, per_tile),),
-                        ((0.0, trip_cycles, 0.0, trip_loads),))
+                        ((0.0, trip_cycles, 0.0, trip_loads, by_warps),))
 
     return kernel_as
 

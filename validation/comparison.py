@@ -46,10 +46,10 @@ class Compiled(KernelKind):
     # per launch: (instructions outside the loop, per loop iteration) of one thread, for the workgroup's
     # program (cycle-level model); None keeps the program's own estimate. Empty: none given.
     per_thread: tuple[tuple[int, int] | None, ...] = ()
-    # per launch: (cycles outside the loop, per trip) of one warp without its global-load waits, then the
-    # global-load round trips it waits for in series outside the loop and per trip, from the SASS timeline
-    # (`validation.sass_counts.cycles_of`); empty: none given
-    cycles: tuple[tuple[float, float, float, float] | None, ...] = ()
+    # per launch: `validation.sass_counts.cycles_of` of its compiled kernel (one warp's cycles outside the loop
+    # and per trip, the global-load round trips it waits for in series, the trip's cycles by warps per
+    # scheduler); empty: none given
+    cycles: tuple[tuple | None, ...] = ()
 
     def launches(self) -> tuple[Work, ...]:
         works = self.kernel.launches()
@@ -75,25 +75,20 @@ class Compiled(KernelKind):
         return tuple(out)
 
 
-def _timed(program: Program, outside: int, per_trip: int, timed: tuple[float, float, float, float]) -> Program:
-    """The program with its chains read off the compiled code: one warp's stalls and exposed waits per trip
-    and outside the loop, without its global loads (their instructions are the issue term already, so only
-    the excess is chain), and the global-load round trips it waits for in series.
+def _timed(program: Program, outside: int, per_trip: int, timed: tuple) -> Program:
+    """The program with its compute read off the compiled code: a trip's cycles with 1, 2, ... warps sharing a
+    scheduler, simulated on its instruction stream without its global loads, and the stalls outside the
+    loop; plus the global-load round trips it waits for in series.
 
     A trip's own loads are the program's: waited for by Little's law on the memory curve (prefetch 0), or
     issued ahead by a pipeline (prefetch >= 1). Round trips beyond the first that a trip of an unpipelined
     program waits for in series (a load whose address or issue waits on another) join its chain at the
     DRAM latency; those outside the loop join the setup.
     """
-    outside_cycles, trip_cycles, outside_loads, trip_loads = timed
+    outside_cycles, _, outside_loads, trip_loads, by_warps = timed
     extra = 0.0 if program.prefetch >= 1 else max(0.0, (trip_loads if per_trip else outside_loads) - 1.0)
-    if not per_trip:  # no loop: the one trip holds everything
-        trip_chain = Chain(cycles=max(0.0, outside_cycles - outside), dram=extra)
-        setup_chain = Chain()
-    else:
-        trip_chain = Chain(cycles=max(0.0, trip_cycles - per_trip), dram=extra)
-        setup_chain = Chain(cycles=max(0.0, outside_cycles - outside), dram=outside_loads)
-    return replace(program, trip_chain=trip_chain, setup_chain=setup_chain)
+    setup_chain = Chain() if not per_trip else Chain(cycles=max(0.0, outside_cycles - outside), dram=outside_loads)
+    return replace(program, trip_chain=Chain(dram=extra), setup_chain=setup_chain, trip_cycles_by_warps=by_warps)
 
 
 def compare(

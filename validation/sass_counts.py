@@ -62,13 +62,23 @@ def per_thread_timed(gpu_name: str, kernel: str, config: str) -> tuple[int, int,
     return outside, per_trip, *with_loads, *without_loads
 
 
-def cycles_of(gpu_name: str, kernel: str, config: str) -> tuple[float, float, float, float]:
-    """`Compiled.cycles` of one launch: the cycles outside the loop and per trip without the global-load waits,
-    then the global-load round trips the warp waits for in series, outside the loop and per trip (the
-    exposed global-load cycles over the GPU's DRAM latency in cycles)."""
+SIMULATED_WARPS = (1, 2, 4, 8, 16)  # warps per scheduler simulated; the cost model interpolates between them
+
+
+@cache
+def cycles_of(gpu_name: str, kernel: str, config: str) -> tuple:
+    """`Compiled.cycles` of one launch: the cycles outside the loop and per trip of one warp without its global-load
+    waits; the global-load round trips it waits for in series, outside the loop and per trip (the exposed
+    global-load cycles over the GPU's DRAM latency in cycles); and the trip's cycles (the whole kernel's, if it
+    has no loop) with SIMULATED_WARPS warps sharing a scheduler, simulated on its instruction stream, as
+    (warps, cycles) pairs."""
     from hwmodels.spec import load_gpu
+    from validation.sass_timing import shared_trip_cycles
 
     gpu = load_gpu(gpu_name)
     dram_cycles = gpu.dram_latency_s * gpu.boost_clock_hz
-    _, _, outside_all, trip_all, outside, trip = per_thread_timed(gpu_name, kernel, config)
-    return outside, trip, (outside_all - outside) / dram_cycles, (trip_all - trip) / dram_cycles
+    _, per_trip, outside_all, trip_all, outside, trip = per_thread_timed(gpu_name, kernel, config)
+    part = 1 if per_trip else 0
+    by_warps = tuple((n, shared_trip_cycles(gpu, kernel, config, n, without=PIPELINED_CLASSES)[part])
+                     for n in SIMULATED_WARPS)
+    return outside, trip, (outside_all - outside) / dram_cycles, (trip_all - trip) / dram_cycles, by_warps

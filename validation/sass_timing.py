@@ -8,6 +8,7 @@ path into `validation/data/sass_counts/<gpu>_timing.json`: for the prologue and 
 cycles and every wait on a variable-latency producer as [class, distance, at] (the producer's latency class,
 the static cycles from its issue to the waiting instruction's, and the waiting instruction's static cycle in
 its section). This module evaluates those timelines with a GPU's latencies; no torch or triton.
+`shared_trip_cycles` simulates several warps sharing one scheduler from each section's instruction stream.
 
 A wait exposes max(0, latency[class] - distance - delay), where delay is what the waits between producer and
 consumer already exposed (one warp issues in order, so a stall for one load also hides the latency of the
@@ -31,12 +32,16 @@ Latency of each class (`latencies`), in cycles of `boost_clock_hz`:
 
 from __future__ import annotations
 
+import itertools
 import json
+import math
 from collections.abc import Mapping
 from functools import cache
 from pathlib import Path
 
 from hwmodels.spec import GPU, load_gpu
+
+NO_BARRIER = 7  # `validation.companion.bench.sass.NO_BARRIER`: an instruction that sets no barrier
 
 DATA_DIR = Path(__file__).parent / "data" / "sass_counts"
 # Steady state of a loop trip: passes, each using the previous pass's delays for the earlier trips.
@@ -111,3 +116,143 @@ def warp_cycles(gpu: GPU | str, kernel: str, config: str, table: str = "h200",
     copies = row.get("loop_copies") or ([row["loop"]] if row["loop"] else [])
     loop = sum(section_cycles(c, latency, loop=True) for c in copies) / len(copies) if copies else 0.0
     return prologue, loop
+
+
+# --- Several warps sharing one scheduler ---------------------------------------------------------------------
+
+# Trips of a loop simulated per warp; the last is reported (the first inherits the prologue's barriers).
+_TRIPS = 2
+
+
+def shared_trip_cycles(gpu: GPU | str, kernel: str, config: str, warps_per_scheduler: float, table: str = "h200",
+                       without: tuple[str, ...] = ()) -> tuple[float, float]:
+    """(prologue cycles, cycles per loop trip; 0 without a loop) of `warps_per_scheduler` warps running the
+    kernel's code on one warp scheduler that issues at most one instruction per cycle.
+
+    A cycle-by-cycle (event-driven) simulation of the sections' instruction streams (`stream` in the timing
+    table): each warp issues its stream in order; an instruction may issue once its warp's previous
+    instruction's stall has elapsed and every barrier it waits on is ready (a barrier's producers' issue cycle
+    plus their class's latency, `latencies`, classes in `without` at 0; `DEPBAR.LE` waits on the oldest but n).
+    Among the warps that may issue, the scheduler picks the one that issued least recently (loose round robin,
+    LRR, not greedy-then-oldest). A fractional count of warps is rounded up (a scheduler with 2.5 warps on
+    average is taken to hold 3). All warps start together and issue the main path as `warp_timeline` has it:
+    the prologue up to the loop, `_TRIPS` (2) trips of the loop, the rest of the prologue (so barrier state
+    crosses both ways). A part ends when the last warp has issued its last instruction and that one's stall
+    elapsed; a part's cycles are its end less the end of the part before. The prologue's are the sum over its
+    parts; the loop's are those of its last trip: the time for all warps to complete one trip each, in (near)
+    steady state. A loop unrolled in several copies gives the mean over the copies, as `warp_cycles`.
+    BAR.SYNC costs nothing (as in `warp_cycles`: the warps are not taken to be of one workgroup). With one
+    warp this is `warp_cycles` up to the steady state of loop-carried waits (`warp_cycles` iterates it to a
+    fixed point, here two trips) and the waits after a loop on its producers (static distances there).
+    """
+    if warps_per_scheduler <= 0:
+        raise ValueError(f"warps_per_scheduler must be positive, not {warps_per_scheduler}")
+    spec = load_gpu(gpu) if isinstance(gpu, str) else gpu
+    latency = latencies(spec)
+    latency = tuple(sorted((cls, 0.0 if cls in without else value) for cls, value in latency.items()))
+    return _shared_trip_cycles(table, kernel, config, math.ceil(warps_per_scheduler), latency)
+
+
+@cache
+def _shared_trip_cycles(table: str, kernel: str, config: str, warps: int,
+                        latency: tuple[tuple[str, float], ...]) -> tuple[float, float]:
+    row, lat = timeline(kernel, config, table), dict(latency)
+    prologue = row["prologue"].get("stream", [])
+    if not prologue and row["prologue"].get("stall_cycles"):
+        raise ValueError(f"the timing table {table}_timing.json has no instruction streams "
+                         "(rewrite it: python -m validation.companion.bench sass-counts)")
+    copies = row.get("loop_copies") or ([row["loop"]] if row["loop"] else [])
+    # The main path as one warp issues it: the prologue up to each copy of the loop, the copy `_TRIPS` times,
+    # the rest of the prologue (so the waits after a loop find its producers, as `warp_timeline` has them).
+    parts, kinds, done = [], [], 0
+    for copy in copies:
+        parts += [prologue[done:copy["entry"]], *[copy["stream"]] * _TRIPS]
+        kinds += ["prologue", *["trip"] * (_TRIPS - 1), "last"]
+        done = copy["entry"]
+    parts.append(prologue[done:])
+    kinds.append("prologue")
+    ends = issue_streams(parts, warps, lat)
+    spans = [end - start for start, end in zip([0.0, *ends], ends, strict=False)]
+    prologue_cycles = sum(span for span, kind in zip(spans, kinds, strict=True) if kind == "prologue")
+    trips = [span for span, kind in zip(spans, kinds, strict=True) if kind == "last"]
+    return prologue_cycles, (sum(trips) / len(trips) if trips else 0.0)
+
+
+def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float]) -> list[float]:
+    """`warps` warps issuing the instruction streams `parts` one after the other on one scheduler
+    (`shared_trip_cycles` says how); per part, the cycle at which the last warp has finished it (issued its last
+    instruction and that instruction's stall elapsed; the end of the part before for an empty part).
+
+    An instruction is [stall, wait_mask, write_barrier, class[, read_barrier[, special]]] (`_compact` of
+    `validation.companion.bench.sass`)."""
+    stream = [ins for part in parts for ins in part]
+    bounds = list(itertools.accumulate(len(part) for part in parts))
+    read_latency = latency.get("operand_read", 0.0)
+    # Per instruction, what the loop below needs: stall, waited barriers, (barrier, latency) set, special.
+    decoded = []
+    for ins in stream:
+        stall, mask, write, cls = ins[:4]
+        read = ins[4] if len(ins) > 4 else NO_BARRIER
+        special = ins[5] if len(ins) > 5 else None
+        sets = []
+        if write != NO_BARRIER:
+            sets.append((write, latency.get(cls, latency.get("other", 0.0))))
+        if read != NO_BARRIER:
+            sets.append((read, read_latency))
+        if special and special[0] == "gmma":
+            sets.append((6, latency.get("mma", 0.0)))
+        retire = None
+        if special and special[0] == "depbar":
+            retire = (6 if special[1] == "gsb0" else special[1], special[2])
+        decoded.append((stall, tuple(k for k in range(6) if mask >> k & 1), tuple(sets), retire))
+    n = len(decoded)
+    pos = [0] * warps  # next instruction of each warp
+    ready = [0.0] * warps  # earliest cycle its next instruction may issue
+    pending = [[[] for _ in range(7)] for _ in range(warps)]  # per barrier (6 = gsb0), completion cycles
+    ends = [[0.0] * len(parts) for _ in range(warps)]
+    order = list(range(warps))  # least recently issued first
+    active = [w for w in range(warps) if n]
+
+    def wait(w: int, earliest: float) -> float:
+        """The cycle warp w's next instruction may issue, retiring the barriers it waits on."""
+        _, barriers, _, retire = decoded[pos[w]]
+        for k in barriers:
+            if pending[w][k]:
+                earliest = max(earliest, *pending[w][k])
+                pending[w][k] = []
+        if retire:
+            k, keep = retire
+            cut = max(0, len(pending[w][k]) - keep)
+            if cut:
+                earliest = max(earliest, *pending[w][k][:cut])
+                del pending[w][k][:cut]
+        return earliest
+
+    for w in active:
+        ready[w] = wait(w, 0.0)
+    t = 0.0
+    while active:
+        pick = next((w for w in order if pos[w] < n and ready[w] <= t), None)
+        if pick is None:
+            t = max(t, min(ready[w] for w in active))
+            continue
+        stall, _, sets, _ = decoded[pos[pick]]
+        for k, lat in sets:
+            pending[pick][k].append(t + lat)
+        i = pos[pick]
+        pos[pick] += 1
+        order.remove(pick)
+        order.append(pick)
+        for p, bound in enumerate(bounds):
+            if i + 1 == bound:
+                ends[pick][p] = t + stall
+        if pos[pick] < n:
+            ready[pick] = wait(pick, t + stall)
+        else:
+            active.remove(pick)
+        t += 1
+    for w in range(warps):  # an empty part ends where the one before it did
+        for p in range(1, len(parts)):
+            if bounds[p] == bounds[p - 1]:
+                ends[w][p] = ends[w][p - 1]
+    return [max(ends[w][p] for w in range(warps)) for p in range(len(parts))]

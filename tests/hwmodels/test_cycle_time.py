@@ -134,3 +134,14 @@ def test_stores_queue_ahead_of_the_next_loads_and_share_the_bandwidth():
     # many resident workgroups of a streaming kernel: the CU's share of bandwidth for loads and stores together
     stream = Program(trips=1, trip_load_bytes=16384, trip_store_bytes=16384)
     assert trip_s(stream, H200, 16, 4, 132, CURVE, HBM) >= 16 * 2 * 16384 / share
+
+
+def test_a_simulated_trip_interpolates_between_the_simulated_warp_counts():
+    from hwmodels.cycle_time import shared_cycles
+
+    table = ((1, 1000.0), (2, 1100.0), (4, 1500.0), (8, 2600.0))
+    assert shared_cycles(table, 1) == 1000.0 and shared_cycles(table, 1.5) == 1100.0  # rounded up to 2
+    assert shared_cycles(table, 3) == pytest.approx(1300.0)
+    assert shared_cycles(table, 16) == pytest.approx(2600.0 * 2)  # beyond the table: its cycles per warp
+    program = Program(trips=1, trip_instructions=100, trip_cycles_by_warps=table)
+    assert trip_s(program, H200, 2, 4, 1, CURVE, HBM) == pytest.approx(1100.0 / H200.boost_clock_hz)

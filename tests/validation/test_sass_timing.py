@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import csv
+import random
 
 import pytest
 
 from validation.companion.bench.sass import NO_BARRIER, control, count, warp_timeline
 from validation.sass_counts import DATA_DIR
-from validation.sass_timing import section_cycles, timeline, warp_cycles
+from validation.sass_timing import issue_streams, section_cycles, shared_trip_cycles, timeline, warp_cycles
 
 LATENCY = {"global_load": 500.0, "shared": 30.0, "sfu": 20.0, "other": 4.0, "operand_read": 4.0, "barrier": 0.0}
 
@@ -54,7 +55,10 @@ def test_a_load_and_its_consumer_expose_latency_less_distance():
                     ("EXIT", word(5))])
     tl = warp_timeline(sass)
     assert tl["loop"] == {}
-    assert tl["prologue"] == {"stall_cycles": 2 + 1 + 4 + 6 + 3 + 5, "waits": [["global_load", 1 + 4 + 6, 13]]}
+    assert tl["prologue"]["stall_cycles"] == 2 + 1 + 4 + 6 + 3 + 5
+    assert tl["prologue"]["waits"] == [["global_load", 1 + 4 + 6, 13]]
+    assert tl["prologue"]["stream"] == [[2, 0, 7, None], [1, 0, 0, "global_load"], [4, 0, 7, None], [6, 0, 7, None],
+                                        [3, 1, 7, None], [5, 0, 7, None]]
     assert section_cycles(tl["prologue"], LATENCY) == 21 + (500 - 11)
     assert count(sass) == (6, 0)
 
@@ -84,7 +88,8 @@ def test_loop_carried_dependency_shows_in_the_second_trip():
     tl = warp_timeline(sass)
     assert count(sass) == (2, 5)
     # the first trip has no load in flight; the second waits on the first's, 1 + 3 + 5 cycles before the back edge
-    assert tl["loop"] == {"stall_cycles": 21, "waits": [["global_load", 9, 0]]}
+    assert (tl["loop"]["stall_cycles"], tl["loop"]["waits"]) == (21, [["global_load", 9, 0]])
+    assert len(tl["loop"]["stream"]) == 5 and tl["loop"]["entry"] == 1  # one prologue instruction before it
     assert tl["prologue"]["stall_cycles"] == 2 + 5 and tl["prologue"]["waits"] == []
     assert section_cycles(tl["loop"], LATENCY, loop=True) == 21 + 500 - 9
 
@@ -141,18 +146,19 @@ def test_unknown_rows_are_refused():
 
 def test_a_compiled_row_takes_its_chains_from_the_sass_timeline():
     from validation.comparison import Compiled
-    from validation.sass_counts import cycles_of, per_thread
+    from validation.sass_counts import SIMULATED_WARPS, cycles_of, per_thread
     from workloads.attention_kernels import MlaDecode
     from workloads.kda_kernels import KdaVerify
 
-    # pipelined (MLA decode: two stages): the trip chain is the stalls beyond the instructions, no DRAM waits
+    # pipelined (MLA decode: two stages): the trip's compute is simulated by warps per scheduler, no DRAM waits
     mla = MlaDecode(seqs=1, context=1024, heads=16, kv_dtype="bf16", q_dtype="bf16", threads=128, block_n=32)
     config = "splits=1 even=True"
     outside, per_trip = per_thread("h200", "mla_decode", config)
     cycles = cycles_of("h200", "mla_decode", config)
     program = Compiled(mla, (None,), (None,), ((outside, per_trip),), (cycles,)).launches()[0].program
-    assert program.trip_chain.cycles == pytest.approx(cycles[1] - per_trip) and program.trip_chain.dram == 0
-    assert program.setup_chain.dram == pytest.approx(cycles[2])
+    assert [n for n, _ in program.trip_cycles_by_warps] == list(SIMULATED_WARPS)
+    assert program.trip_cycles_by_warps[0][1] == pytest.approx(cycles[1])  # one warp: its own timeline
+    assert program.trip_chain.dram == 0 and program.setup_chain.dram == pytest.approx(cycles[2])
     # unpipelined (KDA verify): its first load per token is the program's; the others it waits for in series
     verify = KdaVerify(seqs=1, positions=4, heads=12, tile_cols=32)
     config = "bv=32 store=True"
@@ -160,3 +166,106 @@ def test_a_compiled_row_takes_its_chains_from_the_sass_timeline():
     program = Compiled(verify, (None,), (None,), (counts,), (cycles,)).launches()[0].program
     assert cycles[3] > 1.5  # a token's loads wait on each other: more than one round trip in series
     assert program.trip_chain.dram == pytest.approx(cycles[3] - 1) and program.prefetch == 0
+
+
+# --- Several warps sharing one scheduler ---------------------------------------------------------------------
+
+def test_one_warp_issues_a_section_as_the_static_timeline_has_it():
+    sass = listing([("S2R R0, SR_TID.X", word(2)),
+                    ("LDG.E R3, desc[UR4][R2.64]", word(1, write=0)),
+                    ("IADD3 R4, R4, 0x1, RZ", word(4)),
+                    ("FADD R6, R3, 1", word(3, wait=0b1)),
+                    ("EXIT", word(5))])
+    prologue = warp_timeline(sass)["prologue"]
+    assert issue_streams([prologue["stream"]], 1, LATENCY) == [section_cycles(prologue, LATENCY)]
+
+
+def test_without_stalls_or_waits_a_scheduler_issues_one_instruction_per_cycle():
+    # ten one-cycle instructions, no barriers: N warps take N x 10 cycles, the second trip of a loop as well
+    part = [[1, 0, NO_BARRIER, None]] * 10
+    for warps in (1, 2, 3, 8):
+        ends = issue_streams([part, part], warps, LATENCY)
+        assert ends == [pytest.approx(warps * 10, abs=warps), pytest.approx(2 * warps * 10, abs=warps)]
+        assert ends[1] - ends[0] == pytest.approx(warps * 10, abs=1)
+
+
+def test_other_warps_issue_while_one_waits_on_a_load():
+    # a load, 20 independent cycles, its consumer: one warp exposes 500 - 21; a second warp's work fills 21 more
+    part = [[1, 0, 0, "global_load"], *[[1, 0, NO_BARRIER, None]] * 20, [1, 1, NO_BARRIER, None]]
+    one, = issue_streams([part], 1, LATENCY)
+    two, = issue_streams([part], 2, LATENCY)
+    assert one == pytest.approx(501, abs=1)
+    assert two < 2 * one  # the waits overlap
+    assert two == pytest.approx(502, abs=2)  # both loads in flight together; the second issued one cycle later
+
+
+def test_depbar_waits_for_all_but_the_newest_groups():
+    # three async-copy groups on barrier 0 issued 100 cycles apart (with stalls), then DEPBAR.LE SB0, 1: it waits
+    # for the second group (issued at 101) to land, not the third
+    copy = [1, 0, 0, "async_copy"]
+    gap = [99, 0, NO_BARRIER, None]
+    depbar = [1, 0, NO_BARRIER, None, NO_BARRIER, ["depbar", 0, 1]]
+    latency = {**LATENCY, "async_copy": 500.0}
+    ends = issue_streams([[copy, gap, copy, gap, copy, depbar]], 1, latency)
+    assert ends == [pytest.approx(100 + 500 + 1)]
+    depbar_all = [1, 0, NO_BARRIER, None, NO_BARRIER, ["depbar", 0, 0]]
+    assert issue_streams([[copy, gap, copy, gap, copy, depbar_all]], 1, latency) == [pytest.approx(200 + 500 + 1)]
+
+
+def test_random_streams_stay_between_the_issue_bound_and_warps_in_series():
+    rng = random.Random()
+    classes = ["global_load", "shared", "sfu", "other"]
+    for _ in range(30):
+        part = []
+        for _ in range(rng.randint(5, 40)):
+            write = rng.choice([NO_BARRIER, NO_BARRIER, rng.randrange(6)])
+            part.append([rng.randint(1, 12), rng.randrange(64) if rng.random() < 0.3 else 0, write,
+                         rng.choice(classes) if write != NO_BARRIER else None])
+        one, = issue_streams([part], 1, LATENCY)
+        for warps in (2, 3, 5, 8):
+            many, = issue_streams([part], warps, LATENCY)
+            assert max(warps * len(part), one) <= many + 1e-9, (warps, part)
+            assert many <= warps * one + 1e-9, (warps, part)
+
+
+def test_shared_trip_cycles_of_one_warp_is_its_static_timeline():
+    config = "splits=1 even=True"
+    for without in ((), ("global_load", "async_copy")):
+        shared = shared_trip_cycles("h200", "mla_decode", config, 1, without=without)
+        static = warp_cycles("h200", "mla_decode", config, without=without)
+        assert shared[1] == pytest.approx(static[1], rel=0.02), without
+        assert shared[0] == pytest.approx(static[0], rel=0.05), without
+
+
+def test_more_warps_per_scheduler_take_longer_per_trip_within_bounds():
+    config = "splits=1 even=True"
+    with open(DATA_DIR / "h200.csv", newline="") as f:
+        row = next(r for r in csv.DictReader(f) if (r["kernel"], r["config"]) == ("mla_decode", config))
+    instructions = int(row["loop_instructions"])
+    one = shared_trip_cycles("h200", "mla_decode", config, 1)[1]
+    previous = one
+    for warps in (2, 4):
+        trip = shared_trip_cycles("h200", "mla_decode", config, warps)[1]
+        assert max(warps * instructions, one) <= trip + 1 <= warps * one + 1, warps
+        assert trip >= previous
+        previous = trip
+    assert shared_trip_cycles("h200", "mla_decode", config, 1.5) == shared_trip_cycles("h200", "mla_decode",
+                                                                                        config, 2)
+    with pytest.raises(ValueError, match="warps_per_scheduler must be positive"):
+        shared_trip_cycles("h200", "mla_decode", config, 0)
+
+
+def test_every_recorded_stream_matches_the_counts_and_the_stalls():
+    with open(DATA_DIR / "h200.csv", newline="") as f:
+        counts = {(r["kernel"], r["config"]): r for r in csv.DictReader(f)}
+    for (kernel, config), row in counts.items():
+        tl = timeline(kernel, config)
+        assert len(tl["prologue"]["stream"]) == int(row["prologue_instructions"]), (kernel, config)
+        assert sum(ins[0] for ins in tl["prologue"]["stream"]) == tl["prologue"]["stall_cycles"]
+        copies = tl.get("loop_copies") or ([tl["loop"]] if tl["loop"] else [])
+        for copy in copies:
+            assert sum(ins[0] for ins in copy["stream"]) == copy["stall_cycles"], (kernel, config)
+        if copies:  # several copies: the count is their mean, rounded
+            mean = sum(len(c["stream"]) for c in copies) / len(copies)
+            assert abs(mean - int(row["loop_instructions"])) <= 0.5, (kernel, config)
+

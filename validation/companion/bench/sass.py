@@ -12,8 +12,8 @@ QuickReduce all-reduce kernels are counted as the two-GPU sweep launched them: `
 `qr_gather`, per codec, with two ranks, bf16 in and out, 4 warps. The table it writes is read by
 `validation.sass_counts`; run it with the Triton version of the measurements (their PROVENANCE.md). Beside
 it the command writes each kernel's one-warp issue timeline (`warp_timeline`, from the control codes of the
-instructions: stall counts and the barriers of variable-latency results) as `<name>_timing.json`, which
-`validation.sass_timing` evaluates with a GPU's latencies.
+instructions: stall counts and the barriers of variable-latency results, and each section's instruction
+stream) as `<name>_timing.json`, which `validation.sass_timing` evaluates with a GPU's latencies.
 triton is imported inside the functions that compile, so `count` works without it.
 """
 
@@ -208,7 +208,8 @@ def _simulate(stream: list[tuple[str, int, object]]) -> dict[object, dict]:
             retired += pending["gsb0"][:cut]
             pending["gsb0"] = pending["gsb0"][cut:]
         if tag is not None:
-            section = sections.setdefault(tag, {"stall_cycles": 0, "waits": []})
+            section = sections.setdefault(tag, {"stall_cycles": 0, "waits": [], "stream": []})
+            section["stream"].append(_compact(ctl, text, op, depbar, group))
             newest: dict[str, int] = {}
             for cls, issued in retired:
                 newest[cls] = max(newest.get(cls, issued), issued)
@@ -229,27 +230,56 @@ def _simulate(stream: list[tuple[str, int, object]]) -> dict[object, dict]:
     return sections
 
 
+def _compact(ctl: dict[str, int], text: str, op: str, depbar, group) -> list:
+    """One issued instruction of a section's `stream`: [stall, wait_mask, write_barrier, class], the stall at
+    least 1 (as issued), the class the write barrier's producer's (`latency_class`; None without one); then,
+    only where needed, the read barrier it sets (7 = none; its waiters' class is `operand_read`) and a special
+    retirement or producer: ["depbar", k, n] (`DEPBAR.LE SBk, n`: the oldest producers of barrier k but the
+    newest n), ["depbar", "gsb0", n] (`WARPGROUP.DEPBAR.LE gsb0, n`), ["gmma"] (an HGMMA, pending on gsb0 as
+    `mma`) or ["bar"] (BAR.SYNC)."""
+    write = ctl["write_barrier"]
+    entry = [max(1, ctl["stall"]), ctl["wait_mask"], write, latency_class(text) if write != NO_BARRIER else None]
+    special = None
+    if depbar:
+        special = ["depbar", int(depbar.group(1)), int(depbar.group(2), 0)]
+    elif group:
+        special = ["depbar", "gsb0", int(group.group(1), 0)]
+    elif op.split(".")[0] in ("HGMMA", "IGMMA", "QGMMA", "BGMMA"):
+        special = ["gmma"]
+    elif op.startswith("BAR.SYNC") or op == "BAR":
+        special = ["bar"]
+    if ctl["read_barrier"] != NO_BARRIER or special:
+        entry.append(ctl["read_barrier"])
+    if special:
+        entry.append(special)
+    return entry
+
+
 def warp_timeline(sass: str) -> dict:
     """One warp's static issue timeline of the main path of an `nvdisasm -hex` listing, with symbolic waits.
 
     The main path is `count`'s: in address order to the last EXIT, spin loops once, the skipped slow-path
     calls of IEEE division left out. The tile loop (each copy of it) is issued twice in a row, carrying the
     barrier state across the back edge, and its second trip is reported, so loop-carried waits count.
-    Returns {"prologue": {"stall_cycles": N, "waits": [[class, distance, at], ...]}, "loop": {...} or {}}
-    (`_simulate` says what a wait holds); where the loop has several copies, "loop" is the first and
-    "loop_copies" all of them. The cycles a wait exposes, max(0, latency[class] - distance) less what earlier
-    waits already exposed, are left to `validation.sass_timing`, which knows each GPU's latencies.
+    Returns {"prologue": {"stall_cycles": N, "waits": [[class, distance, at], ...], "stream": [...]},
+    "loop": {..., "entry": E} or {}} (`_simulate` says what a wait holds); where the loop has several copies,
+    "loop" is the first and "loop_copies" all of them. "stream" is the section's issued instructions in order
+    (`_compact`: stall, wait mask, barriers set), for simulating several warps; a loop's "entry" is the number
+    of prologue instructions issued before it (the barrier state it enters with). The cycles a wait exposes,
+    max(0, latency[class] - distance) less what earlier waits already exposed, are left to
+    `validation.sass_timing`, which knows each GPU's latencies.
     """
     main, labels = _main_path(sass)
     words = _encoded(sass)
     calls = [i for i, (_, t) in enumerate(main) if "CALL" in t]
     skipped = {main[i + d][0] for i in calls for d in (-2, -1, 0, 1)}  # `_SKIPPED_PER_CALL`
     starts = {start: end for start, end in _tile_loops(main, labels)}
-    stream, i, copy = [], 0, 0
+    stream, i, copy, entries = [], 0, 0, {}
     while i < len(main):
         end = starts.get(main[i][0])
         body = [(a, t) for a, t in main[i:] if end is not None and a <= end]
         if body:
+            entries[copy] = sum(tag == "prologue" for _, _, tag in stream)
             for tag in (None, ("loop", copy)):
                 stream += [(t, words[a], tag) for a, t in body if a not in skipped]
             i, copy = i + len(body), copy + 1
@@ -258,8 +288,9 @@ def warp_timeline(sass: str) -> dict:
                 stream.append((main[i][1], words[main[i][0]], "prologue"))
             i += 1
     sections = _simulate(stream)
-    copies = [sections.get(("loop", k), {"stall_cycles": 0, "waits": []}) for k in range(copy)]
-    timeline = {"prologue": sections.get("prologue", {"stall_cycles": 0, "waits": []}),
+    empty = {"stall_cycles": 0, "waits": [], "stream": []}
+    copies = [{**sections.get(("loop", k), empty), "entry": entries[k]} for k in range(copy)]
+    timeline = {"prologue": sections.get("prologue", empty),
                 "loop": copies[0] if copies else {}}
     if len(copies) > 1:
         timeline["loop_copies"] = copies
