@@ -18,10 +18,12 @@ the slowest of the issue, one warp's path through its load, chain and stores, an
            workgroups' loads and stores together cannot pass that share.
 
 A workgroup takes its setup chain plus `trips` trips. Workgroups run in waves of (CUs x resident); a last,
-partial wave runs with fewer resident per CU; no grid finishes before the dispatcher has handed the busiest CU
-its workgroups. The launch ends when the last workgroup's stores have drained: `completion_s`, the part of the
-tiny-kernel floor that is neither the launch nor the load. The roofline's whole-GPU terms stand beside this
-one (`hwmodels.roofline`).
+partial wave runs with fewer resident per CU. When many CUs issue their first loads at once, the memory system
+takes longer to answer them than one CU's round trip (`hbm_burst_latency_s`, probed: one tile copy per SM
+against one alone): once per launch, in proportion to the CUs the grid starts on. No grid finishes before the
+dispatcher has handed the busiest CU its workgroups. The launch ends when the last workgroup's stores have
+drained: `completion_s`, the part of the tiny-kernel floor that is neither the launch nor the load. The
+roofline's whole-GPU terms stand beside this one (`hwmodels.roofline`).
 """
 
 from __future__ import annotations
@@ -134,6 +136,15 @@ def workgroup_s(program: Program, gpu: GPU, resident: int, warps: int, streaming
 Dispatch = Callable[[Sequence[float], int], float]
 
 
+def burst_s(program: Program, gpu: GPU, workgroups: int) -> float:
+    """What a launch's first loads cost beyond one CU's round trip when many CUs issue them at once: the GPU's
+    `hbm_burst_latency_s` (every CU at once against one alone, probed) times the share of CUs the grid starts
+    on (linear in between: an assumption); nothing for a program that loads nothing per trip."""
+    if program.trip_load_bytes <= 0 or workgroups <= 0:
+        return 0.0
+    return gpu.hbm_burst_latency_s * min(gpu.compute_units, workgroups) / gpu.compute_units
+
+
 def bound_dispatch_s(durations: Sequence[float], slots: int) -> float:
     """Without a dispatcher: the larger of the longest workgroup and the work spread evenly over the slots.
 
@@ -146,10 +157,12 @@ def grid_s(program: Program, gpu: GPU, residency: Residency, curve: MemoryCurve,
            dispatch: Dispatch | None = None) -> float:
     """Seconds the grid takes: `waves_s` for a uniform grid; an irregular one (`trip_counts`) is dispatched
     workgroup by workgroup onto CUs x resident slots, each workgroup's duration taken at full residency.
-    Either way no faster than the dispatcher hands the busiest CU its workgroups (`workgroup_dispatch_s`)."""
+    Either way the grid's first loads pay the GPU-wide burst (`burst_s`), and no grid is faster than the
+    dispatcher hands the busiest CU its workgroups (`workgroup_dispatch_s`)."""
     handed_s = -(-residency.workgroups // gpu.compute_units) * gpu.workgroup_dispatch_s
+    burst = burst_s(program, gpu, residency.workgroups)
     if not program.trip_counts:
-        return max(handed_s, waves_s(program, gpu, residency, curve, hbm_bytes_per_s))
+        return max(handed_s, burst + waves_s(program, gpu, residency, curve, hbm_bytes_per_s))
     slots = gpu.compute_units * residency.resident_per_cu
     resident = min(residency.resident_per_cu, -(-len(program.trip_counts) // gpu.compute_units))
     streaming = min(gpu.compute_units, len(program.trip_counts))
@@ -160,7 +173,7 @@ def grid_s(program: Program, gpu: GPU, residency: Residency, curve: MemoryCurve,
             per_trips[trips] = workgroup_s(replace(program, trips=trips, trip_counts=()), gpu, resident,
                                            residency.warps_per_workgroup, streaming, curve, hbm_bytes_per_s)
         durations.append(per_trips[trips])
-    return max(handed_s, (dispatch or bound_dispatch_s)(durations, slots))
+    return max(handed_s, burst + (dispatch or bound_dispatch_s)(durations, slots))
 
 
 def waves_s(program: Program, gpu: GPU, residency: Residency, curve: MemoryCurve, hbm_bytes_per_s: float) -> float:

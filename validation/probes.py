@@ -110,6 +110,7 @@ class ProbeConstants:
     shuffle_latency_cycles: float | None = None
     launch_eager_s: float | None = None
     workgroup_dispatch_s: float | None = None
+    hbm_burst_latency_s: float | None = None
     matmul_clock_hz: float | None = None
     copy_clock_hz: float | None = None
     mlp_deep_thread_share: float | None = None
@@ -354,7 +355,20 @@ def _floor(t: _Table) -> Derived:
         _one(t, "launch_eager_s", "time_s_median", {"variant": "torch_add_256", "launch_mode": "eager"},
              " (per launch, host included)"),
         _dispatch(t),
+        _burst(t),
     )
+
+
+def _burst(t: _Table) -> Derived:
+    """Seconds a launch whose every SM loads at once takes beyond one SM alone: one 4 KiB tile copy per SM less
+    one copy alone (graph nodes, L2 flushed)."""
+    every = t.select(variant="tile_4k_sm", launch_mode="graph")
+    alone = t.select(variant="tile_4k_1prog", launch_mode="graph")
+    if not every or not alone:
+        return {}, {"hbm_burst_latency_s": f"{t.path.name}: no tile_4k_sm and tile_4k_1prog graph rows"}
+    extra = t.num(every[0], "time_s_median") - t.num(alone[0], "time_s_median")
+    return {"hbm_burst_latency_s": extra}, {"hbm_burst_latency_s": (
+        f"{t.path.name}: tile_4k_sm less tile_4k_1prog, time_s_median per graph node")}
 
 
 def _dispatch(t: _Table) -> Derived:
@@ -450,7 +464,8 @@ _DERIVATIONS: dict[str, tuple[Callable[[_Table], Derived], tuple[str, ...], tupl
              "mlp_deep_thread_share")),
     "l2": (_l2, ("footprint_bytes", "bytes_per_s"), ("l2_bandwidth_bytes_per_s", "l2_reuse_footprint_bytes")),
     "floor": (_floor, ("variant", "launch_mode", "time_s_median", "programs", "sm_count"),
-              ("launch_graph_node_s", "kernel_floor_s", "launch_eager_s", "workgroup_dispatch_s")),
+              ("launch_graph_node_s", "kernel_floor_s", "launch_eager_s", "workgroup_dispatch_s",
+               "hbm_burst_latency_s")),
     "issue": (_issue, ("op", "mode", "ops_per_clock_per_sm", "cycles_per_op"), (*ISSUE_LANES, *ISSUE_LATENCY)),
     "mma": (_mma, ("m", "n", "k", "num_warps", "cycles_per_dot"), ("mma_latency_cycles",)),
     "smem": (_smem, ("what", "num_warps", "cycles_per_round", "bytes_per_clock_per_sm"),

@@ -9,7 +9,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hwmodels.calibration import CostModel, load_calibration
-from hwmodels.cycle_time import MemoryCurve, Residency, bound_dispatch_s, grid_s, trip_s, waves_s, workgroup_s
+from hwmodels.cycle_time import MemoryCurve, Residency, bound_dispatch_s, burst_s, grid_s, trip_s, waves_s, workgroup_s
 from hwmodels.program import Chain, Program, reduction_chain, streaming_program
 from hwmodels.roofline import Bound, LaunchMode, kernel_time, roofline_floor_s
 from hwmodels.spec import load_gpu, spec_names
@@ -66,6 +66,19 @@ def test_no_grid_finishes_before_the_dispatcher_hands_out_its_workgroups():
     empty = Program()
     big = Residency(132 * 256, 4, 16)
     assert grid_s(empty, H200, big, CURVE, HBM) == pytest.approx(256 * H200.workgroup_dispatch_s)
+
+
+def test_a_grid_on_every_cu_pays_the_first_load_burst_once():
+    loads = Program(trips=4, trip_load_bytes=4096, trip_instructions=50)
+    assert H200.hbm_burst_latency_s > 0
+    assert burst_s(loads, H200, 1) == pytest.approx(H200.hbm_burst_latency_s / 132)
+    assert burst_s(loads, H200, 66) == pytest.approx(H200.hbm_burst_latency_s / 2)
+    assert burst_s(loads, H200, 132 * 40) == pytest.approx(H200.hbm_burst_latency_s)  # once, not per wave
+    assert burst_s(Program(trips=4, trip_instructions=50), H200, 132) == 0.0  # no loads, no burst
+    for workgroups in (1, 132, 132 * 40):
+        residency = Residency(workgroups, 4, 8)
+        assert grid_s(loads, H200, residency, CURVE, HBM) == pytest.approx(
+            waves_s(loads, H200, residency, CURVE, HBM) + burst_s(loads, H200, workgroups))
 
 
 def test_without_a_dispatcher_an_irregular_grid_gets_two_lower_bounds():

@@ -29,14 +29,26 @@ def test_occupancy_reports_the_kimi_k3_study_lds_cases(capsys):
     assert (result["workgroups_per_cu"], result["limiter"]) == (1, "lds")
 
 
-def test_kda_verify_narrow_tiles_give_384_workgroups_and_less_time(capsys):
-    base = ["kernel", "--hw", "mi355x", "kda-verify", "--param", "heads=12", "--param", "head_dim=128",
-            "--param", "seqs=1", "--param", "positions=4"]
-    wide = run_json(capsys, *base, "--param", "tile_cols=32")
-    narrow = run_json(capsys, *base, "--param", "tile_cols=4")
+KDA_VERIFY = ["kernel", "--hw", "mi355x", "kda-verify", "--param", "heads=12", "--param", "head_dim=128",
+              "--param", "seqs=1", "--param", "positions=4"]
+
+
+def test_kda_verify_narrow_tiles_give_384_workgroups(capsys):
+    wide = run_json(capsys, *KDA_VERIFY, "--param", "tile_cols=32")
+    narrow = run_json(capsys, *KDA_VERIFY, "--param", "tile_cols=4")
     assert (wide["workgroups"], narrow["workgroups"]) == (48, 384)
-    assert narrow["time_s"] < wide["time_s"]
     assert wide["time_s"] >= wide["floor_s"] > 0
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "known gap: the model's KDA recurrence waits for one load round trip per token, while the companion kernel's "
+    "compiled code waits for about three in series at 8-32 value columns and 1.4 at 4 (validation/NOTES.md); "
+    "measured on H200 at one sequence, 4 columns take 7.4 us against 10.4 at 32, and the model has them within "
+    "3 %"))
+def test_kda_verify_narrow_tiles_take_less_time(capsys):
+    wide = run_json(capsys, *KDA_VERIFY, "--param", "tile_cols=32")
+    narrow = run_json(capsys, *KDA_VERIFY, "--param", "tile_cols=4")
+    assert narrow["time_s"] < 0.9 * wide["time_s"]
 
 
 def test_gemm_json_has_the_contract_keys(capsys):

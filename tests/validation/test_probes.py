@@ -94,6 +94,8 @@ def test_table_constants_and_missing_probes(tmp_path):
         {"variant": "empty", "launch_mode": "graph", "time_s_median": 1.5e-6},
         {"variant": "empty", "launch_mode": "eager", "time_s_median": 4e-6},
         {"variant": "load_store_1", "launch_mode": "graph", "time_s_median": 3e-6},
+        {"variant": "tile_4k_1prog", "launch_mode": "graph", "time_s_median": 3.2e-6},
+        {"variant": "tile_4k_sm", "launch_mode": "graph", "time_s_median": 3.9e-6},
     ])
     issue = []
     for op, lanes, lat in (("fp32_fma", 126, 4.1), ("int32_mad", 63, 4.5), ("bit", 60, 2.2), ("exp2", 15.8, 18)):
@@ -107,13 +109,14 @@ def test_table_constants_and_missing_probes(tmp_path):
                               {"what": "layout_conversion", "num_warps": 8, "bytes_per_clock_per_sm": 90}])
     c = probes.probe_constants(tmp_path)
     assert (c.launch_graph_node_s, c.kernel_floor_s) == (1.5e-6, 3e-6)
+    assert c.hbm_burst_latency_s == pytest.approx(0.7e-6)  # every SM's tile copy less one alone
     assert (c.fp32_lanes_per_cu, c.int32_lanes_per_cu, c.bit_lanes_per_cu, c.sfu_lanes_per_cu) == (126, 63, 60, 15.8)
     assert (c.alu_latency_cycles, c.int_latency_cycles, c.sfu_latency_cycles) == (4.1, 4.5, 18)
     assert (c.mma_latency_cycles, c.reduction_latency_cycles, c.lds_bytes_per_clock_per_cu) == (33, 120, 90)
     # No latency, mlp or l2 CSV here: those constants are None and say why.
     assert c.dram_latency_s is None and "probe_latency.csv not found" in c.sources["dram_latency_s"]
     rows = probes.summary(tmp_path)
-    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 29
+    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 30
     assert all(r[2] for r in rows)  # every constant has a note, set or not
     assert "kernel_floor_s" in probes.format_summary(rows)
 
@@ -144,6 +147,7 @@ SPEC_FROM_PROBE = {
     "l2_bandwidth_bytes_per_s": "l2_bandwidth_bytes_per_s", "cu_bandwidth_bytes_per_s": "cu_bandwidth_bytes_per_s",
     "launch_graph_node_s": "launch_graph_node_s", "kernel_floor_s": "kernel_floor_s",
     "launch_eager_s": "launch_eager_s", "workgroup_dispatch_s": "workgroup_dispatch_s",
+    "hbm_burst_latency_s": "hbm_burst_latency_s",
     "matmul_clock_hz": "matmul_clock_hz", "copy_clock_hz": "boost_clock_hz",
     "alu_latency_cycles": "alu_latency_cycles", "int_latency_cycles": "int_latency_cycles",
     "sfu_latency_cycles": "sfu_latency_cycles", "mma_latency_cycles": "mma_latency_cycles",
