@@ -33,7 +33,7 @@ import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from hwmodels.program import Program
+from hwmodels.program import Chain, Program
 from hwmodels.spec import GPU
 
 # A thread holding more than this many bytes of one trip's loads, which the trip then reduces, keeps only a share
@@ -68,10 +68,25 @@ def loaded_rate(in_flight_bytes: float, latency_s: float, cap_bytes_per_s: float
     return little / (1.0 + (little / cap_bytes_per_s) ** smoothness) ** (1.0 / smoothness)
 
 
+def from_l2(program: Program, gpu: GPU, curve: MemoryCurve, hbm_bytes_per_s: float,
+            ) -> tuple[Program, MemoryCurve, float]:
+    """The program, curve and bandwidth its loads see: a program whose input sits in L2 (`Program.in_l2`) waits
+    L2's latency for its loads and for the memory round trips of its chains, at L2's bandwidth."""
+    if not program.in_l2(gpu):
+        return program, curve, hbm_bytes_per_s
+
+    def hit(chain: Chain) -> Chain:
+        return replace(chain, l2=chain.l2 + chain.dram, dram=0.0)
+
+    return (replace(program, trip_chain=hit(program.trip_chain), setup_chain=hit(program.setup_chain)),
+            replace(curve, latency_s=gpu.l2_latency_s), gpu.l2_bandwidth_bytes_per_s)
+
+
 def trip_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus: int, curve: MemoryCurve,
            hbm_bytes_per_s: float) -> float:
     """Seconds one trip of the loop takes with `resident` workgroups of `warps` warps on the CU, while
     `streaming_cus` CUs stream at once from a GPU of `hbm_bytes_per_s`."""
+    program, curve, hbm_bytes_per_s = from_l2(program, gpu, curve, hbm_bytes_per_s)
     per_scheduler = max(1.0, resident * warps / gpu.simds_per_cu)
     # issue overlaps with the other warps' waits; one warp's own path (its loads, its chain, its stores) does not
     issue = per_scheduler * program.trip_instructions / gpu.boost_clock_hz
@@ -123,6 +138,7 @@ def cu_share(program: Program, gpu: GPU, hbm_bytes_per_s: float, streaming_cus: 
 def workgroup_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus: int,
                 curve: MemoryCurve, hbm_bytes_per_s: float) -> float:
     """Seconds one workgroup takes from its first instruction to its last, sharing the CU with `resident`."""
+    program, curve, hbm_bytes_per_s = from_l2(program, gpu, curve, hbm_bytes_per_s)
     per_scheduler = max(1.0, resident * warps / gpu.simds_per_cu)
     setup = (per_scheduler * program.setup_instructions / gpu.boost_clock_hz
              + program.setup_chain.seconds(gpu))

@@ -119,11 +119,20 @@ class Program:
     # `mlp_deep_thread_share` of them in flight (measured). False: loads streamed to stores, or asynchronous
     # copies into LDS (cp.async, TMA), for which no such share was measured: all their bytes count.
     reduces_loads: bool = False
+    # Bytes of the workgroups' input that the launch just before wrote for this one (split-KV partials for their
+    # merge): when they fit in the GPU's L2 they are read from there, at L2's latency and bandwidth (`in_l2`).
+    fresh_input_bytes: float = 0.0
+
+    def in_l2(self, gpu: GPU) -> bool:
+        """Whether the trips' loads hit L2: all of them are what the launch before wrote, and that fits in L2
+        (assumption: a write-back L2 keeps a launch's output for the next launch when nothing else evicts it)."""
+        return 0 < self.fresh_input_bytes <= gpu.l2_bytes
 
     def __post_init__(self) -> None:
         if any(t < 0 for t in self.trip_counts):
             raise ValueError("trip_counts must not be negative")
-        for name in ("trips", "trip_load_bytes", "trip_store_bytes", "trip_instructions", "setup_instructions"):
+        for name in ("trips", "trip_load_bytes", "trip_store_bytes", "trip_instructions", "setup_instructions",
+                     "fresh_input_bytes"):
             value = getattr(self, name)
             if not value >= 0:
                 raise ValueError(f"{name} must be a non-negative number, got {value!r}")

@@ -75,17 +75,28 @@ class Compiled(KernelKind):
         return tuple(out)
 
 
+# A loop trip whose code waits for this share of a DRAM round trip or more on its own global loads is not
+# pipelined (a trip fed a trip ahead waits for none: its loads landed while the previous trip computed); half is
+# the midpoint between the two, an assumption.
+UNPIPELINED_ROUND_TRIPS = 0.5
+
+
 def _timed(program: Program, outside: int, per_trip: int, timed: tuple) -> Program:
     """The program with its compute read off the compiled code: a trip's cycles with 1, 2, ... warps sharing a
     scheduler, simulated on its instruction stream without its global loads, and the stalls outside the
     loop; plus the global-load round trips it waits for in series.
 
     A trip's own loads are the program's: waited for by Little's law on the memory curve (prefetch 0), or
-    issued ahead by a pipeline (prefetch >= 1). Round trips beyond the first that a trip of an unpipelined
-    program waits for in series (a load whose address or issue waits on another) join its chain at the
-    DRAM latency; those outside the loop join the setup.
+    issued ahead by a pipeline (prefetch >= 1). Whether the compiled loop pipelines is read off its code: a
+    trip that waits for at least `UNPIPELINED_ROUND_TRIPS` of a DRAM round trip on its global loads issued
+    them in the trip itself (the compiler did not hoist them a trip ahead), so the program runs unpipelined
+    whatever its kernel assumed. Round trips beyond the first that a trip of an unpipelined program waits for
+    in series (a load whose address or issue waits on another) join its chain at the DRAM latency; those
+    outside the loop join the setup.
     """
     outside_cycles, _, outside_loads, trip_loads, by_warps = timed
+    if per_trip and trip_loads >= UNPIPELINED_ROUND_TRIPS:
+        program = replace(program, prefetch=0)
     extra = 0.0 if program.prefetch >= 1 else max(0.0, (trip_loads if per_trip else outside_loads) - 1.0)
     setup_chain = Chain() if not per_trip else Chain(cycles=max(0.0, outside_cycles - outside), dram=outside_loads)
     return replace(program, trip_chain=Chain(dram=extra), setup_chain=setup_chain, trip_cycles_by_warps=by_warps)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from hwmodels.dtypes import Dtype
@@ -184,7 +184,7 @@ class MlaDecode(KernelKind):
                 workgroups=s * head_groups,
                 threads_per_workgroup=self.threads,
                 family=Family.MLA_DECODE,
-                program=self._merge_program(),
+                program=replace(self._merge_program(), fresh_input_bytes=partial_bytes),
             ))
         return tuple(launches)
 

@@ -81,6 +81,17 @@ def test_a_grid_on_every_cu_pays_the_first_load_burst_once():
             waves_s(loads, H200, residency, CURVE, HBM) + burst_s(loads, H200, workgroups))
 
 
+def test_input_the_launch_before_wrote_is_read_from_l2_when_it_fits():
+    merge = Program(trips=16, trip_load_bytes=32768, trip_instructions=300, trip_chain=Chain(dram=2))
+    fresh = replace(merge, fresh_input_bytes=H200.l2_bytes / 2)
+    assert fresh.in_l2(H200) and not merge.in_l2(H200)
+    assert not replace(merge, fresh_input_bytes=2 * H200.l2_bytes).in_l2(H200)  # too big to stay
+    one, l2 = (workgroup_s(p, H200, 1, 4, 32, CURVE, HBM) for p in (merge, fresh))
+    assert l2 < one
+    # the chain's two memory round trips cost L2's latency instead of DRAM's
+    assert one - l2 >= 16 * 2 * (H200.dram_latency_s - H200.l2_latency_s) * 0.99
+
+
 def test_without_a_dispatcher_an_irregular_grid_gets_two_lower_bounds():
     assert bound_dispatch_s([5.0, 1.0, 1.0], 2) == 5.0  # the longest workgroup
     assert bound_dispatch_s([1.0] * 10, 2) == 5.0  # the work spread over the slots

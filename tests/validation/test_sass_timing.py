@@ -145,20 +145,29 @@ def test_unknown_rows_are_refused():
 
 
 def test_a_compiled_row_takes_its_chains_from_the_sass_timeline():
-    from validation.comparison import Compiled
+    from validation.comparison import UNPIPELINED_ROUND_TRIPS, Compiled
     from validation.sass_counts import SIMULATED_WARPS, cycles_of, per_thread
     from workloads.attention_kernels import MlaDecode
     from workloads.kda_kernels import KdaVerify
 
-    # pipelined (MLA decode: two stages): the trip's compute is simulated by warps per scheduler, no DRAM waits
+    # MLA decode: the model's kernel is pipelined (prefetch 1), but the compiled loop waits for a whole round trip
+    # on the loads it issued in the same trip (register-staged tiles, no asynchronous copies): unpipelined
     mla = MlaDecode(seqs=1, context=1024, heads=16, kv_dtype="bf16", q_dtype="bf16", threads=128, block_n=32)
+    assert mla.launches()[0].program.prefetch == 1
     config = "splits=1 even=True"
     outside, per_trip = per_thread("h200", "mla_decode", config)
     cycles = cycles_of("h200", "mla_decode", config)
+    assert cycles[3] >= UNPIPELINED_ROUND_TRIPS
     program = Compiled(mla, (None,), (None,), ((outside, per_trip),), (cycles,)).launches()[0].program
+    assert program.prefetch == 0
     assert [n for n, _ in program.trip_cycles_by_warps] == list(SIMULATED_WARPS)
     assert program.trip_cycles_by_warps[0][1] == pytest.approx(cycles[1])  # one warp: its own timeline
-    assert program.trip_chain.dram == 0 and program.setup_chain.dram == pytest.approx(cycles[2])
+    assert program.trip_chain.dram == pytest.approx(max(0.0, cycles[3] - 1))
+    assert program.setup_chain.dram == pytest.approx(cycles[2])
+    # a loop fed a trip ahead (its loads waited for nowhere in the trip) keeps the kernel's pipeline
+    fed = (cycles[0], cycles[1], cycles[2], 0.1, cycles[4])
+    program = Compiled(mla, (None,), (None,), ((outside, per_trip),), (fed,)).launches()[0].program
+    assert program.prefetch == 1 and program.trip_chain.dram == 0
     # unpipelined (KDA verify): its first load per token is the program's; the others it waits for in series
     verify = KdaVerify(seqs=1, positions=4, heads=12, tile_cols=32)
     config = "bv=32 store=True"

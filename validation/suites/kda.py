@@ -166,7 +166,7 @@ def compare(row: dict[str, str], gpu_name: str):
         label = f"{kernel} seqs={seqs} tokens={tokens}"
     elif kernel == DECODE:
         model = KdaDecode(seqs=seqs, heads=heads, key_dim=kd, value_dim=vd, fused=True, block_v=bv, threads=threads)
-        configs = (("kda_recurrent", f"bv={bv} store=False", 1),)
+        configs = (("kda_recurrent", f"bv={bv} store=False T=1", 0),)  # T = 1: a constant, no loop
         label = f"{kernel} seqs={seqs} bv={bv}"
     elif kernel == VERIFY:
         if kd != vd:

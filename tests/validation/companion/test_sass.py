@@ -64,3 +64,46 @@ def test_count_rejects_two_different_loops():
     different = SPIN_AND_TILES.replace("LDG.E.STRONG.SYS", "LDG.E").replace("CCTL.IVALL", "IADD3 R1, R1, 1, RZ")
     with pytest.raises(ValueError, match="loops"):
         count(different)
+
+
+def test_the_mla_launch_strides_are_the_launchers():
+    # the tensors mla_decode.mla_decode builds: contiguous q, cache, output, fp32 partials and log-sum-exps
+    import torch
+
+    from validation.companion.bench.sass import _mla_int_arguments
+
+    for splits in (1, 4, 16):
+        for padded in (12, 16):
+            q, kv = torch.empty(3, padded, 576), torch.empty(3, 1024, 576)
+            out = torch.empty(3, padded, 512)
+            values = _mla_int_arguments(splits, padded)
+            assert values["n_heads"] == padded
+            assert (values["stride_qb"], values["stride_qh"]) == q.stride()[:2]
+            assert (values["stride_kb"], values["stride_kt"]) == kv.stride()[:2]
+            assert (values["stride_ob"], values["stride_oh"]) == out.stride()[:2]
+            if splits > 1:
+                part, lse = torch.empty(3, splits, padded, 512), torch.empty(3, splits, padded)
+                assert (values["stride_pb"], values["stride_ps"], values["stride_ph"]) == part.stride()[:3]
+                assert (values["stride_lb"], values["stride_ls"]) == lse.stride()[:2]
+            else:
+                assert values["stride_pb"] == values["stride_lb"] == 0
+
+
+def test_the_specialization_is_tritons():
+    # the int arguments marked divisible by 16 are those Triton's JIT marks at launch for the same values
+    from triton._C.libtriton import native_specialize_impl
+    from triton.backends.compiler import BaseBackend
+
+    from validation.companion.bench.sass import _mla_int_arguments, _specialized
+
+    for splits, padded in ((1, 12), (4, 12), (16, 12), (16, 16)):
+        values = _mla_int_arguments(splits, padded)
+        signature = {"ptr": "*bf16", **dict.fromkeys(values, "i32"), "BLOCK": "constexpr"}
+        aligned = _specialized(signature, values)
+        for name, value in values.items():
+            kind, attribute = native_specialize_impl(BaseBackend, value, False, True, True)
+            assert kind == "i32"
+            assert (attribute == "D") == (name in aligned), (splits, padded, name, value)
+        assert ("n_heads" in aligned) == (padded % 16 == 0)
+    with pytest.raises(ValueError, match="value 1"):
+        _specialized({"n": "i32"}, {"n": 1})

@@ -348,6 +348,11 @@ def _cases():
         for store in (True, False):
             yield ("kda_recurrent", f"bv={bv} store={store}", kda.kda_recurrent_kernel, recurrent,
                    {"K": 128, "V": 128, "BV": bv, "STORE_STATES": store}, kda.RECURRENT_WARPS, (), 3)
+    # decode (`kda.kda_decode`): one token, and the JIT compiles an int argument of value 1 as that constant, so
+    # its token loop is straight-line code
+    for bv in (32, 16):
+        yield ("kda_recurrent", f"bv={bv} store=False T=1", kda.kda_recurrent_kernel, {**recurrent, "T": "constexpr"},
+               {"K": 128, "V": 128, "BV": bv, "STORE_STATES": False, "T": 1}, kda.RECURRENT_WARPS, (), 3)
     intra = {"q": ptr["bf16"], "k": ptr["bf16"], "v": ptr["bf16"], "g": ptr["fp32"], "beta": ptr["fp32"],
              "w": ptr["bf16"], "u": ptr["bf16"], "kg": ptr["bf16"], "qg": ptr["bf16"], "a_qk": ptr["fp32"],
              "decay": ptr["fp32"], "T": "i32", "H": "i32", "scale": "fp32", "K": "constexpr", "V": "constexpr",
@@ -386,11 +391,41 @@ def _cases():
         for even in (False, True):
             common = {"KV_LORA": mla_decode.KV_LORA, "BLOCK_H": mla_decode.BLOCK_H, "BLOCK_N": mla_decode.BLOCK_N,
                       "NUM_SPLITS": splits, "EVEN_HEADS": even}
+            values = _mla_int_arguments(splits, mla_decode.BLOCK_H if even else MLA_HEADS)
             yield ("mla_decode", f"splits={splits} even={even}", mla_decode.mla_decode_kernel, mla,
-                   {**common, "ROPE_DIM": mla_decode.ROPE_DIM}, mla_decode.NUM_WARPS, (), mla_decode.NUM_STAGES)
+                   {**common, "ROPE_DIM": mla_decode.ROPE_DIM}, mla_decode.NUM_WARPS,
+                   _specialized(mla, values), mla_decode.NUM_STAGES)
             if splits > 1:
                 yield ("mla_merge", f"splits={splits} even={even}", mla_decode.mla_merge_kernel, merge, common,
-                       mla_decode.NUM_WARPS, (), 3)
+                       mla_decode.NUM_WARPS, _specialized(merge, values), 3)
+
+
+# The MLA suite's query heads per GPU (validation.suites.mla_decode.HEADS); padded, they fill one 16-head block.
+MLA_HEADS = 12
+
+
+def _mla_int_arguments(splits: int, padded: int) -> dict[str, int]:
+    """The integer arguments `mla_decode.mla_decode` passes its kernels for `padded` heads (after padding) and
+    `splits` splits, per name: contiguous q (heads, 576), cache (rows, 576), output (heads, 512), fp32 partials
+    (splits, heads, 512) and log-sum-exps (splits, heads); with one split the partials' strides are 0. The
+    row counts (sequences, history) only scale strides that are already multiples of 16."""
+    width, lora = 576, 512
+    rows = 1024  # any history: its stride is rows * 576
+    part = (0, 0, 0) if splits == 1 else (splits * padded * lora, padded * lora, lora)
+    lse = (0, 0) if splits == 1 else (splits * padded, padded)
+    return {"n_heads": padded, "stride_qb": padded * width, "stride_qh": width, "stride_kb": rows * width,
+            "stride_kt": width, "stride_ob": padded * lora, "stride_oh": lora,
+            **dict(zip(("stride_pb", "stride_ps", "stride_ph"), part, strict=True)),
+            **dict(zip(("stride_lb", "stride_ls"), lse, strict=True))}
+
+
+def _specialized(signature: dict[str, str], values: dict[str, int]) -> tuple[str, ...]:
+    """The integer arguments of `signature` that Triton's JIT marks divisible by 16 at launch, from their values
+    (it specializes every int argument not in do_not_specialize: a multiple of 16, 0 included, gets
+    tt.divisibility 16; a value of 1 would become a constant, which none of these is)."""
+    if any(values[name] == 1 for name in signature if name in values):
+        raise ValueError("an argument of value 1 would be specialized to a constant; compile it as one")
+    return tuple(name for name, kind in signature.items() if kind == "i32" and values[name] % 16 == 0)
 
 
 def _allreduce_cases():
