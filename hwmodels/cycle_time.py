@@ -115,6 +115,14 @@ def trip_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus:
     return max(latency, issue, load / stages, traffic)
 
 
+def load_s(in_flight_bytes: float, gpu: GPU, curve: MemoryCurve, share_bytes_per_s: float) -> float:
+    """Seconds a CU takes to receive `in_flight_bytes` issued at once: Little's law on its memory curve, at most
+    its share of the GPU's bandwidth."""
+    rate = min(loaded_rate(in_flight_bytes, curve.latency_s, gpu.cu_bandwidth_bytes_per_s, curve.smoothness),
+               share_bytes_per_s)
+    return in_flight_bytes / rate
+
+
 def shared_cycles(by_warps: tuple[tuple[int, float], ...], warps: float) -> float:
     """Cycles of a trip with `warps` warps on a scheduler (rounded up), interpolated linearly between the
     simulated (warps, cycles) pairs; beyond the last, its cycles per warp."""
@@ -142,6 +150,9 @@ def workgroup_s(program: Program, gpu: GPU, resident: int, warps: int, streaming
     per_scheduler = max(1.0, resident * warps / gpu.simds_per_cu)
     setup = (per_scheduler * program.setup_instructions / gpu.boost_clock_hz
              + program.setup_chain.seconds(gpu))
+    if program.setup_load_bytes > 0:
+        setup += load_s(resident * program.setup_load_bytes, gpu, curve,
+                        cu_share(program, gpu, hbm_bytes_per_s, streaming_cus))
     if program.trips <= 0:
         return setup
     return setup + program.trips * trip_s(program, gpu, resident, warps, streaming_cus, curve, hbm_bytes_per_s)

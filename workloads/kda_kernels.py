@@ -9,11 +9,12 @@ per key channel; beta is one fp32 per token. K is key_dim, V is value_dim, c the
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 from hwmodels.dtypes import Dtype
-from hwmodels.program import Chain, Program, mma_steps, reduction_chain
+from hwmodels.program import Chain, Program, mma_steps, reduction_chain, streaming_program
+from hwmodels.roofline import STREAM_BYTES_PER_THREAD as _STREAM_BYTES_PER_THREAD
 from hwmodels.work import Family, Work
 from workloads.kernel_base import KernelKind, cdiv, check_bool, check_ints
 
@@ -137,6 +138,9 @@ class KdaPrefill(KernelKind):
             # w and kg tiles (2*c*K*2) and a u tile (c*V*2), bf16
             lds=2 * c_max * kd * _BF16_BYTES + c_max * vd * _BF16_BYTES,
             per_chunk=(2 * c_full * kd * kd + 2 * c_full * kd * vd, c_full * wuk_per_token + summary),
+            # a full chunk's w, u and kg streamed in, its summary stored: the busiest workgroup's own mix of
+            # loads and stores (the launch's mix shifts with a short last chunk)
+            program=_streamed(c_full * wuk_per_token, summary, self.threads),
         )
         ordered = launch(
             # transition x state per chunk on the matrix cores: FLA stores per-chunk states in the activation
@@ -204,11 +208,18 @@ _RECURRENCE_FLOP_PER_KV = 7  # decay K*V, k^T S 2KV, rank-1 update 2KV, q^T S 2K
 _NORM_FLOP_PER_VALUE = 4  # gated RMSNorm of the output: square, sum, scale, gate
 
 
+def _streamed(load_bytes: float, store_bytes: float, threads: int) -> Program:
+    """A workgroup that streams `load_bytes` in, 64 B a thread a trip (as `hwmodels.roofline.default_program`),
+    and stores `store_bytes` over its trips."""
+    program = streaming_program(load_bytes, _STREAM_BYTES_PER_THREAD * threads)
+    return replace(program, trip_store_bytes=store_bytes / max(1.0, program.trips))
+
+
 def recurrent_program(trips: int, trip_load_bytes: float, key_dim: int, block_v: int, threads: int,
                       trip_store_bytes: float = 0.0) -> Program:
     """A (sequence, head, value tile) workgroup stepping through `trips` tokens of the delta rule in order.
 
-    Setup: the K x block_v state slice comes from HBM (one round trip) before the loop. Each token waits
+    Setup: the K x block_v fp32 state slice comes from HBM before the loop (`setup_load_bytes`). Each token waits
     for its own q, k, v, g and beta (the loop has no matrix product, so nothing pipelines the loads), then:
     decay by exp(g), k^T S and q^T S (each a reduction over the K rows, which the warps split), the rank-1
     update. Instructions per thread: about five per state value it holds, plus addressing.
@@ -216,7 +227,8 @@ def recurrent_program(trips: int, trip_load_bytes: float, key_dim: int, block_v:
     warps = max(1, threads // 32)
     chain = Chain(sfu=1, alu=4) + 2 * reduction_chain(key_dim, warps, 32)
     return Program(trips=trips, trip_load_bytes=trip_load_bytes, trip_store_bytes=trip_store_bytes, trip_chain=chain,
-                   trip_instructions=5 * key_dim * block_v / threads + 40, setup_chain=Chain(dram=1))
+                   trip_instructions=5 * key_dim * block_v / threads + 40,
+                   setup_load_bytes=key_dim * block_v * _FP32_BYTES)
 
 
 @dataclass(frozen=True)

@@ -92,6 +92,18 @@ def test_input_the_launch_before_wrote_is_read_from_l2_when_it_fits():
     assert one - l2 >= 16 * 2 * (H200.dram_latency_s - H200.l2_latency_s) * 0.99
 
 
+def test_a_setup_load_takes_a_round_trip_and_its_bytes_at_the_cus_share():
+    state = Program(trips=4, trip_load_bytes=1024, trip_instructions=100, setup_load_bytes=16384)
+    without = replace(state, setup_load_bytes=0)
+    alone = workgroup_s(state, H200, 1, 4, 1, CURVE, HBM) - workgroup_s(without, H200, 1, 4, 1, CURVE, HBM)
+    assert alone >= CURVE.latency_s  # at least the round trip
+    # eight resident workgroups on every CU load eight states through the CU's share of HBM
+    crowded = workgroup_s(state, H200, 8, 4, 132, CURVE, HBM) - workgroup_s(without, H200, 8, 4, 132, CURVE, HBM)
+    assert crowded >= 8 * 16384 / (HBM / 132) * 0.99
+    with pytest.raises(ValueError, match="setup_load_bytes"):
+        Program(setup_load_bytes=-1)
+
+
 def test_without_a_dispatcher_an_irregular_grid_gets_two_lower_bounds():
     assert bound_dispatch_s([5.0, 1.0, 1.0], 2) == 5.0  # the longest workgroup
     assert bound_dispatch_s([1.0] * 10, 2) == 5.0  # the work spread over the slots
