@@ -193,21 +193,67 @@ def grid_s(program: Program, gpu: GPU, residency: Residency, curve: MemoryCurve,
     slots = gpu.compute_units * residency.resident_per_cu
     resident = min(residency.resident_per_cu, -(-len(program.trip_counts) // gpu.compute_units))
     streaming = min(gpu.compute_units, len(program.trip_counts))
+    warps = residency.warps_per_workgroup
+    uniform = replace(program, trip_counts=())
+    if _drifts(program):  # unpipelined: a workgroup's trips at the drifted steady state of its residents
+        setup = workgroup_s(replace(uniform, trips=0), gpu, resident, warps, streaming, curve, hbm_bytes_per_s)
+        steady = steady_trip_s(uniform, gpu, resident, warps, streaming, curve, hbm_bytes_per_s)
+
+        def duration(trips: int) -> float:
+            return setup + trips * steady
+    else:
+        def duration(trips: int) -> float:
+            return workgroup_s(replace(uniform, trips=trips), gpu, resident, warps, streaming, curve,
+                               hbm_bytes_per_s)
     per_trips: dict[int, float] = {}
     durations = []
     for trips in program.trip_counts:
         if trips not in per_trips:
-            per_trips[trips] = workgroup_s(replace(program, trips=trips, trip_counts=()), gpu, resident,
-                                           residency.warps_per_workgroup, streaming, curve, hbm_bytes_per_s)
+            per_trips[trips] = duration(trips)
         durations.append(per_trips[trips])
     return max(handed_s, burst + (dispatch or bound_dispatch_s)(durations, slots))
 
 
+def steady_trip_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus: int, curve: MemoryCurve,
+                  hbm_bytes_per_s: float) -> float:
+    """Seconds per trip of each of `resident` unpipelined workgroups once their trips have drifted apart.
+
+    A closed queueing network solved by exact mean value analysis (Reiser and Lavenberg, J. ACM 27(2), 1980):
+    each resident workgroup cycles through the CU's schedulers (a queue; its demand: its warps' trip
+    instructions over the schedulers), the CU's memory path (a queue; its trip's loads and stores at the CU's
+    share of bandwidth) and its own latency (a delay: what one workgroup alone on the CU takes beyond both
+    demands: its loads' round trip, its dependent chain). One workgroup alone gets `trip_s` of one; many
+    approach the busier queue's rate. While one workgroup waits for its loads the others compute, which a
+    lockstep wave (`trip_s` of all of them) does not let them do.
+    """
+    alone = trip_s(program, gpu, 1, warps, streaming_cus, curve, hbm_bytes_per_s)
+    if resident <= 1:
+        return alone
+    program, curve, hbm_bytes_per_s = from_l2(program, gpu, curve, hbm_bytes_per_s)
+    compute = warps * program.trip_instructions / (gpu.simds_per_cu * gpu.boost_clock_hz)
+    memory = ((program.trip_load_bytes + program.trip_store_bytes)
+              / cu_share(program, gpu, hbm_bytes_per_s, streaming_cus))
+    delay = max(0.0, alone - compute - memory)
+    queued_compute = queued_memory = throughput = 0.0
+    for n in range(1, resident + 1):
+        at_compute, at_memory = compute * (1 + queued_compute), memory * (1 + queued_memory)
+        throughput = n / (at_compute + at_memory + delay)
+        queued_compute, queued_memory = throughput * at_compute, throughput * at_memory
+    return resident / throughput
+
+
 def waves_s(program: Program, gpu: GPU, residency: Residency, curve: MemoryCurve, hbm_bytes_per_s: float) -> float:
-    """Seconds the whole grid takes: full waves of CUs x resident workgroups, then a partial one."""
+    """Seconds the whole grid takes on the busiest CU.
+
+    Unpipelined trips (`drifting_s`): the resident workgroups' first trip together, every later one drifted
+    apart. Pipelined ones: full waves of CUs x resident workgroups, then a partial one, each trip already
+    overlapping its loads with its compute.
+    """
     cus, per_cu = gpu.compute_units, residency.resident_per_cu
     if residency.workgroups <= 0:
         return 0.0
+    if _drifts(program):
+        return drifting_s(program, gpu, residency, curve, hbm_bytes_per_s)
 
     def wave(resident: int, streaming_cus: int) -> float:
         return workgroup_s(program, gpu, resident, residency.warps_per_workgroup, streaming_cus, curve,
@@ -218,6 +264,32 @@ def waves_s(program: Program, gpu: GPU, residency: Residency, curve: MemoryCurve
     if rest:
         total += wave(-(-rest // cus), min(cus, rest))
     return total
+
+
+def _drifts(program: Program) -> bool:
+    """Whether the program's trips wait for their own loads (no pipeline), so resident workgroups drift apart."""
+    return program.prefetch == 0 and program.trip_load_bytes > 0 and program.trips > 0
+
+
+def drifting_s(program: Program, gpu: GPU, residency: Residency, curve: MemoryCurve, hbm_bytes_per_s: float) -> float:
+    """An unpipelined grid on its busiest CU: the resident workgroups start together, so their first trip runs in
+    lockstep (`trip_s`: all load, all compute, all store); every later trip, of these workgroups and of those
+    that take their slots, at the drifted steady state (`steady_trip_s`); each wave's setups in turn.
+
+    Measured on the H200 (`validation/data/h200/probe_grid.csv`): the same tile work (load 4 KiB, 0 to 128
+    dependent multiply-adds a value, store) takes 130 µs as a copy and 130 µs with 32 multiply-adds a value,
+    one workgroup per tile or persistent programs alike: the compute hides under other workgroups' memory
+    traffic, which lockstep waves would add to it (+28 to +52 %).
+    """
+    cus, warps = gpu.compute_units, residency.warps_per_workgroup
+    rounds = -(-residency.workgroups // cus)
+    resident = min(residency.resident_per_cu, rounds)
+    streaming = min(cus, residency.workgroups)
+    setup = workgroup_s(replace(program, trips=0), gpu, resident, warps, streaming, curve, hbm_bytes_per_s)
+    first = trip_s(program, gpu, resident, warps, streaming, curve, hbm_bytes_per_s)
+    steady = steady_trip_s(program, gpu, resident, warps, streaming, curve, hbm_bytes_per_s)
+    slot_trips = rounds * program.trips / resident  # trips each resident slot runs
+    return -(-rounds // resident) * setup + first + max(0.0, slot_trips - 1) * steady
 
 
 def completion_s(gpu: GPU) -> float:

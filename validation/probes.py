@@ -65,6 +65,7 @@ _OWN_COLUMNS = {
               ("sm_clock_mhz_median", "sm_clock_mhz_min", "power_w_median", "work_per_s")),
     "peer": (("what", "location", "grid", "block_elems", "num_warps", "footprint_bytes", "steps", "bytes_in_flight"),
              ("ns_per_load", "bytes_per_s")),
+    "grid": (("tiles", "block_elems", "num_warps", "rounds", "programs", "bytes_per_sample"), ("bytes_per_s",)),
 }
 MULTI_GPU_PROBES = ("peer",)  # recorded on two GPUs of one host (data/<gpu>x2/), skipped on one
 PROBES = tuple(_OWN_COLUMNS)

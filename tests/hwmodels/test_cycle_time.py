@@ -9,7 +9,17 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from hwmodels.calibration import CostModel, load_calibration
-from hwmodels.cycle_time import MemoryCurve, Residency, bound_dispatch_s, burst_s, grid_s, trip_s, waves_s, workgroup_s
+from hwmodels.cycle_time import (
+    MemoryCurve,
+    Residency,
+    bound_dispatch_s,
+    burst_s,
+    grid_s,
+    steady_trip_s,
+    trip_s,
+    waves_s,
+    workgroup_s,
+)
 from hwmodels.program import Chain, Program, reduction_chain, streaming_program
 from hwmodels.roofline import Bound, LaunchMode, kernel_time, roofline_floor_s
 from hwmodels.spec import load_gpu, spec_names
@@ -102,6 +112,34 @@ def test_a_setup_load_takes_a_round_trip_and_its_bytes_at_the_cus_share():
     assert crowded >= 8 * 16384 / (HBM / 132) * 0.99
     with pytest.raises(ValueError, match="setup_load_bytes"):
         Program(setup_load_bytes=-1)
+
+
+TILE = Program(trips=1, trip_load_bytes=4096, trip_store_bytes=4096, trip_instructions=270)
+
+
+def test_drifted_resident_workgroups_overlap_but_pass_no_bound():
+    one = steady_trip_s(TILE, H200, 1, 4, 132, CURVE, HBM)
+    assert one == pytest.approx(trip_s(TILE, H200, 1, 4, 132, CURVE, HBM))
+    share = HBM / 132
+    for resident in (2, 4, 8, 16):
+        steady = steady_trip_s(TILE, H200, resident, 4, 132, CURVE, HBM)
+        lockstep = trip_s(TILE, H200, resident, 4, 132, CURVE, HBM)
+        compute = resident * 4 * TILE.trip_instructions / (4 * H200.boost_clock_hz)
+        memory = resident * 8192 / share
+        assert max(compute, memory, one) <= steady * (1 + 1e-9)  # the busier queue, and one workgroup's own trip
+        assert steady < lockstep  # while one waits for its loads, the others compute
+
+
+def test_an_unpipelined_grid_runs_its_first_trip_in_lockstep_then_drifts():
+    residency = Residency(132 * 16 * 10, 4, 16)  # ten full waves of 16 per CU
+    steady = steady_trip_s(TILE, H200, 16, 4, 132, CURVE, HBM)
+    first = trip_s(TILE, H200, 16, 4, 132, CURVE, HBM)
+    assert waves_s(TILE, H200, residency, CURVE, HBM) == pytest.approx(first + 9 * steady)
+    assert waves_s(TILE, H200, residency, CURVE, HBM) < 10 * first
+    # pipelined trips are not drifted: they already overlap their loads with their compute
+    piped = replace(TILE, prefetch=1)
+    assert waves_s(piped, H200, residency, CURVE, HBM) == pytest.approx(
+        10 * workgroup_s(piped, H200, 16, 4, 132, CURVE, HBM))
 
 
 def test_without_a_dispatcher_an_irregular_grid_gets_two_lower_bounds():

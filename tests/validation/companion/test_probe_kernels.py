@@ -67,6 +67,19 @@ def test_copy_tile_copies(rng, device, block):
     assert torch.equal(dst, src)
 
 
+@pytest.mark.parametrize(("programs", "rounds"), [(7, 3), (2, 3), (3, 0)])
+def test_tile_work_matches_float64_for_any_grid(rng, device, programs, rounds):
+    # 7 tiles: one program per tile, or 2 and 3 programs striding over them (the persistent grids)
+    block, tiles = 16, 7
+    src = torch.randn(tiles * block, generator=rng).to(device)
+    dst = torch.full_like(src, float("nan"))
+    k.tile_work_kernel[(programs,)](src, dst, tiles, BLOCK=block, ROUNDS=rounds, num_warps=1)
+    want = k.tile_work_reference(src, rounds)
+    assert torch.allclose(dst.double(), want, rtol=1e-6, atol=1e-6)
+    if rounds:
+        assert not torch.allclose(dst, src)
+
+
 def test_empty_kernel_runs(device):
     k.empty_kernel[(1,)](torch.zeros(1, device=device))
 

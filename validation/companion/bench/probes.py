@@ -790,9 +790,59 @@ def probe_peer(env: dict, quick: bool) -> list[dict]:
     return rows
 
 
+GRID_BLOCK = 1024  # fp32 values per tile: 4 KiB in, 4 KiB out
+GRID_TILES = 1 << 16  # 256 MiB read and 256 MiB written per launch: every sample streams HBM
+GRID_ROUNDS = (0, 32, 128)  # multiply-adds per value: a copy, then compute about equal to and above its memory
+GRID_PROGRAMS_PER_SM = (4, 8, 16)  # persistent grids (QuickReduce's kernels run 1024 programs: ~8 per SM)
+GRID_WARPS = 4
+
+
+def probe_grid(env: dict, quick: bool) -> list[dict]:
+    """The same tile work as one workgroup per tile and as persistent programs that stride over the tiles.
+
+    `tile_work_kernel`: 65,536 tiles of 1024 fp32, each loaded, put through `rounds` multiply-adds per value,
+    stored; 4 warps. `programs` = `tiles` is one workgroup per tile (the loop runs once; the dispatcher refills
+    each freed slot); 4, 8 and 16 programs per SM are persistent grids (each program loops over every P-th
+    tile). Same code, same bytes, same instructions per tile: any difference in time is how the grid is
+    scheduled (do the resident workgroups' loads overlap each other's compute?). Eager launches, host gaps
+    hidden, one launch per sample (256 MiB in, 256 MiB out: no reuse through L2).
+    """
+    import torch
+
+    from validation.companion.bench.timing import DEVICE, bench
+    from validation.companion.kernels import probes as k
+    from validation.measure_output import summarize
+
+    sm = env["sm_count"]
+    src = torch.rand(GRID_TILES * GRID_BLOCK, device=DEVICE)
+    dst = torch.empty_like(src)
+    rows = []
+    for rounds in (GRID_ROUNDS[::2] if quick else GRID_ROUNDS):
+        want = k.tile_work_reference(src[:GRID_BLOCK * 4], rounds)
+        for programs in (GRID_TILES, *(per_sm * sm for per_sm in GRID_PROGRAMS_PER_SM)):
+            def launch(programs=programs, rounds=rounds) -> None:
+                k.tile_work_kernel[(programs,)](src, dst, GRID_TILES, BLOCK=GRID_BLOCK, ROUNDS=rounds,
+                                                num_warps=GRID_WARPS)
+
+            dst.zero_()
+            launch()
+            torch.cuda.synchronize()
+            got = dst[:GRID_BLOCK * 4].double()
+            if not torch.allclose(got, want, rtol=1e-5, atol=1e-6) or not torch.all(dst[-GRID_BLOCK:] != 0):
+                raise ProbeError(f"grid probe rounds={rounds} programs={programs}: wrong result")
+            stats = summarize(bench(launch, 1, hide_host_gaps=True))
+            moved = 2 * GRID_TILES * GRID_BLOCK * 4
+            rows.append({"tiles": GRID_TILES, "block_elems": GRID_BLOCK, "num_warps": GRID_WARPS, "rounds": rounds,
+                         "programs": programs, "bytes_per_sample": moved, **stats,
+                         "bytes_per_s": moved / stats["time_s_median"]})
+            print(f"grid rounds={rounds:4} programs={programs:6}: {stats['time_s_median'] * 1e6:8.2f} us "
+                  f"({rows[-1]['bytes_per_s'] / 1e12:5.2f} TB/s)", flush=True)
+    return rows
+
+
 PROBE_FUNCTIONS: dict[str, Callable[[dict, bool], list[dict]]] = {
     "latency": probe_latency, "mlp": probe_mlp, "l2": probe_l2, "floor": probe_floor, "issue": probe_issue,
-    "mma": probe_mma, "smem": probe_smem, "clock": probe_clock, "peer": probe_peer,
+    "mma": probe_mma, "smem": probe_smem, "clock": probe_clock, "peer": probe_peer, "grid": probe_grid,
 }
 assert tuple(PROBE_FUNCTIONS) == spec.PROBES
 

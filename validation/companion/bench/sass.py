@@ -330,7 +330,8 @@ def _disassemble(compiled) -> tuple[str, int]:
 
 def _cases():
     """(kernel, config, fn, signature, constexprs, num_warps, aligned ints, num_stages) of every suite's launch."""
-    from validation.companion.kernels import codecs, kda, mla_decode, norms
+    from validation.companion.bench import probes as probe_bench
+    from validation.companion.kernels import codecs, kda, mla_decode, norms, probes
 
     ptr = {"bf16": "*bf16", "fp32": "*fp32", "fp16": "*fp16", "u8": "*u8", "i32": "*i32"}
     for name, fn, sig in (
@@ -387,6 +388,11 @@ def _cases():
              "n_heads": "i32", **{f"stride_{s}": "i32" for s in ("pb", "ps", "ph", "lb", "ls", "ob", "oh")},
              "KV_LORA": "constexpr", "BLOCK_H": "constexpr", "BLOCK_N": "constexpr", "NUM_SPLITS": "constexpr",
              "EVEN_HEADS": "constexpr"}
+    tile = {"src_ptr": ptr["fp32"], "dst_ptr": ptr["fp32"], "n_tiles": "i32", "BLOCK": "constexpr",
+            "ROUNDS": "constexpr"}
+    for rounds in probe_bench.GRID_ROUNDS:  # the grid probe's kernel (65,536 tiles: divisible by 16)
+        yield ("probe_tile_work", f"rounds={rounds}", probes.tile_work_kernel, tile,
+               {"BLOCK": probe_bench.GRID_BLOCK, "ROUNDS": rounds}, probe_bench.GRID_WARPS, ("n_tiles",), 3)
     for splits in (1, 4, 16):
         for even in (False, True):
             common = {"KV_LORA": mla_decode.KV_LORA, "BLOCK_H": mla_decode.BLOCK_H, "BLOCK_N": mla_decode.BLOCK_N,

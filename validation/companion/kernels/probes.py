@@ -147,6 +147,26 @@ def copy_tile_kernel(src_ptr, dst_ptr, BLOCK: tl.constexpr):
     tl.store(dst_ptr + offs, tl.load(src_ptr + offs))
 
 
+@triton.jit
+def tile_work_kernel(src_ptr, dst_ptr, n_tiles, BLOCK: tl.constexpr, ROUNDS: tl.constexpr):
+    """Tiles p, p + P, p + 2P, ... of P programs: each loaded, put through ROUNDS multiply-adds per value (each
+    value's its own dependent chain), stored. A grid of one program per tile runs the loop once."""
+    for t in range(tl.program_id(0), n_tiles, tl.num_programs(0)):
+        offs = t * BLOCK + tl.arange(0, BLOCK)
+        x = tl.load(src_ptr + offs)
+        for _ in tl.static_range(ROUNDS):
+            x = x * 0.75 + 0.25
+        tl.store(dst_ptr + offs, x)
+
+
+def tile_work_reference(src, rounds: int):
+    """What `tile_work_kernel` writes, computed in float64 (x -> 0.75 x + 0.25, `rounds` times)."""
+    x = src.double()
+    for _ in range(rounds):
+        x = x * 0.75 + 0.25
+    return x
+
+
 # --- issue rate and dependent latency of one kind of instruction ---------------------------------------
 
 

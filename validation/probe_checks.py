@@ -1,0 +1,90 @@
+"""Probe rows that set no constant, predicted by the model: checks of its structure, not of its numbers.
+
+Two probes measure kernels whose every input the model knows, and neither sets a constant beyond the two rows
+named below, so they test how the cycle-level model combines its terms:
+
+- `probe_floor.csv`, the `tile_*B_*w` rows: W one-tile copies (each program loads its 1, 4 or 16 KiB tile,
+  stores it and exits), 1 to 64 per SM. `tile_4k_sm` and `tile_4k_1prog` (L2 flushed) set the first-load
+  burst (`hbm_burst_latency_s`); the rows here are the others. The 1 KiB rows are left out: at 1 and 2 per
+  SM their tiles stay in L2 across graph replays.
+- `probe_grid.csv`: the same tile work (load 4 KiB, 0, 32 or 128 multiply-adds a value, store) as one
+  workgroup per tile and as 4, 8 and 16 persistent programs per SM: do resident workgroups overlap their
+  loads with each other's compute (`hwmodels.cycle_time.drifting_s`)?
+
+Each row is a `Comparison` (group "probe tiles" or "probe grid"), predicted as its kernel ran: the copy as
+the model's `Copy` split over the row's grid, the grid probe's kernel with its compiled code's counts and
+timeline (`validation/sass_counts.py`, kernel `probe_tile_work`).
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+from typing import ClassVar
+
+from hwmodels.program import Program
+from hwmodels.work import Family, Work
+from validation.comparison import Comparison, Compiled, compare
+from workloads.kernel_base import KernelKind
+from workloads.kernels import Copy
+
+DATA_DIR = Path(__file__).parent / "data"
+FP32_BYTES = 4
+
+
+def _rows(hw: str, probe: str) -> list[dict[str, str]]:
+    with open(DATA_DIR / hw / f"probe_{probe}.csv", newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def tile_rows(hw: str = "h200") -> list[Comparison]:
+    """The floor probe's one-tile copies of 4 and 16 KiB against the model's copy over the same grid."""
+    out = []
+    for row in _rows(hw, "floor"):
+        variant = row["variant"]
+        if not variant.startswith("tile_") or variant.startswith("tile_1024B") or row["l2_flushed"] == "True":
+            continue
+        _, size, warps = variant.split("_")  # tile_4096B_8w
+        tile, threads, programs = int(size[:-1]), 32 * int(warps[:-1]), int(row["programs"])
+        kernel = Copy(size_bytes=tile * programs, threads=threads, bytes_per_workgroup=tile)
+        out.append(compare(row, kernel, hw, f"{variant} x {programs}", "probe tiles"))
+    return out
+
+
+@dataclass(frozen=True)
+class _TileWork(KernelKind):
+    """The grid probe's kernel: `tiles` tiles of `block` fp32 over `programs` programs, each tile loaded,
+    computed on and stored by one program (`tile_work_kernel`)."""
+
+    kind: ClassVar[str] = "probe-tile-work"
+
+    tiles: int
+    block: int
+    programs: int
+    threads: int
+
+    def launches(self) -> tuple[Work, ...]:
+        tile_bytes = self.block * FP32_BYTES
+        trips = -(-self.tiles // self.programs)
+        return (Work(flop_by_dtype={}, read_bytes=self.tiles * tile_bytes, write_bytes=self.tiles * tile_bytes,
+                     workgroups=self.programs, threads_per_workgroup=self.threads, family=Family.COPY,
+                     program=Program(trips=trips, trip_load_bytes=tile_bytes, trip_store_bytes=tile_bytes)),)
+
+
+def grid_rows(hw: str = "h200") -> list[Comparison]:
+    """The grid probe's rows against the model's time of the same tiles, grid and compiled code."""
+    from validation.sass_counts import compiled, cycles_of, per_thread
+
+    out = []
+    for row in _rows(hw, "grid"):
+        tiles, block, programs = int(row["tiles"]), int(row["block_elems"]), int(row["programs"])
+        config = f"rounds={row['rounds']}"
+        kernel = _TileWork(tiles, block, programs, 32 * int(row["num_warps"]))
+        instructions, registers = compiled(hw, "probe_tile_work", config, -(-tiles // programs))
+        counted = Compiled(kernel, (instructions,), (registers,), (per_thread(hw, "probe_tile_work", config),),
+                           (cycles_of(hw, "probe_tile_work", config),))
+        # eager launches with the host's gaps hidden: the GPU's own launch cost (`compare`)
+        out.append(compare({**row, "launch_mode": "eager", "host_gaps": "hidden"}, counted, hw,
+                           f"tile work {config} programs={programs}", "probe grid"))
+    return out
