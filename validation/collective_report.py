@@ -87,15 +87,40 @@ class _ReduceTiles(KernelKind):
                         program=program),)
 
 
+QR_PROGRAMS = 1024  # programs per launch at most (validation.companion.bench.quickreduce.MAX_PROGRAMS)
+
+
+@dataclass(frozen=True)
+class _Persistent(KernelKind):
+    """A one-workgroup-per-tile kernel run as at most `programs` persistent programs, each looping over every
+    programs-th tile (grid-stride), as QuickReduce's kernels run: the same tiles, fewer workgroups with more
+    trips each."""
+
+    kind: ClassVar[str] = "persistent"
+
+    kernel: KernelKind
+    programs: int
+
+    def launches(self) -> tuple[Work, ...]:
+        out = []
+        for work in self.kernel.launches():
+            programs = min(self.programs, work.workgroups)
+            tiles = -(-work.workgroups // programs) if programs else 0
+            program = work.program and replace(work.program, trips=work.program.trips * tiles)
+            out.append(replace(work, workgroups=programs, flop_per_workgroup=work.workgroup_flop * tiles,
+                               bytes_per_workgroup=work.workgroup_bytes * tiles, program=program))
+        return tuple(out)
+
+
 def quickreduce_kernels(gpu_name: str, codec: Codec, world: int) -> KernelAs:
     """`kernel_as` for `collective_time`: the model's codec kernels of each QuickReduce phase as the Triton
     kernels ran them, 4 warps a tile with the registers and per-tile SASS count of their compiled code.
 
-    The real kernels are persistent: at most 1024 programs loop over the tiles (grid-stride). The model keeps
-    one workgroup per tile, each issuing the tile loop's body once (`per_thread=(0, per tile)`): the same
-    instructions per tile and the same tiles per SM spread over the waves, so the same issue work; left out
-    is each program's prologue (the flag waits and releases, 77-210 instructions per thread, run once by
-    each of at most 1024 programs: under a microsecond of issue over the GPU). The reduce phase's model
+    The real kernels are persistent: at most 1024 programs loop over the tiles (grid-stride), and so are the
+    launches here (`_Persistent`): each program issues the tile loop's body once per tile it owns
+    (`per_thread=(0, per tile)`); left out is each program's prologue (the flag waits and releases, 77-210
+    instructions per thread, run once by each of at most 1024 programs: under a microsecond of issue over the
+    GPU). The reduce phase's model
     is Dequantize(n slices) then Quantize(slice); the real `_reduce_kernel` fuses both per output tile (n
     decodes, the fp32 sum, one encode and the copies to the peers), so the Quantize becomes that fused
     kernel (`_ReduceTiles`: one workgroup per output tile, reading the n encoded tiles) carrying the per-tile
@@ -115,7 +140,9 @@ def quickreduce_kernels(gpu_name: str, codec: Codec, world: int) -> KernelAs:
         if name == "qr_reduce":
             ran = _ReduceTiles(ran, world)
         _, trip_cycles, _, trip_loads, by_warps = cycles_of(gpu_name, name, codec.value)  # per tile, no prologue
-        return Compiled(ran, (per_tile * QR_WARPS,), (registers,), ((0, per_tile),),
+        persistent = _Persistent(ran, QR_PROGRAMS)
+        (work,) = persistent.launches()
+        return Compiled(persistent, (work.program.trips * per_tile * QR_WARPS,), (registers,), ((0, per_tile),),
                         ((0.0, trip_cycles, 0.0, trip_loads, by_warps),))
 
     return kernel_as

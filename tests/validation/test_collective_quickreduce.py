@@ -12,7 +12,7 @@ from hwmodels.roofline import LaunchMode
 from hwmodels.spec import load_gpu, load_platform
 from simulator.cost.collective_algorithms import Algorithm, allreduce_phases
 from simulator.cost.collective_policy import collective_time
-from validation.collective_report import QR_KERNELS, compare_collectives, quickreduce_kernels
+from validation.collective_report import QR_KERNELS, QR_PROGRAMS, compare_collectives, quickreduce_kernels
 from validation.comparison import Compiled
 from validation.sass_counts import per_thread
 from workloads.codecs import Codec
@@ -40,7 +40,9 @@ def test_every_phase_maps_to_its_counted_kernel(h200x2):
         (work,) = launched
         assert work.threads_per_workgroup == 128
         assert work.program.trip_instructions == per_tile and work.program.setup_instructions == 0
-        assert work.warp_instructions_per_workgroup == 4 * per_tile
+        # persistent: at most 1024 programs, each issuing the tile body once per tile it owns
+        assert work.workgroups == QR_PROGRAMS
+        assert work.warp_instructions_per_workgroup == 4 * per_tile * work.program.trips > 4 * per_tile
     assert all(isinstance(kernel_as(p, k), Compiled) for p in phases[::2] for k in p.kernels)
 
 
