@@ -231,6 +231,10 @@ def steady_trip_s(program: Program, gpu: GPU, resident: int, warps: int, streami
         return alone
     program, curve, hbm_bytes_per_s = from_l2(program, gpu, curve, hbm_bytes_per_s)
     compute = warps * program.trip_instructions / (gpu.simds_per_cu * gpu.boost_clock_hz)
+    if program.trip_cycles_by_warps:  # simulated: the scheduler busy with all residents' trips, shared out
+        per_scheduler = max(1.0, resident * warps / gpu.simds_per_cu)
+        compute = max(compute, shared_cycles(program.trip_cycles_by_warps, per_scheduler)
+                      / gpu.boost_clock_hz / resident)
     memory = ((program.trip_load_bytes + program.trip_store_bytes)
               / cu_share(program, gpu, hbm_bytes_per_s, streaming_cus))
     delay = max(0.0, alone - compute - memory)

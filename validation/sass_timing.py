@@ -150,42 +150,68 @@ def shared_trip_cycles(gpu: GPU | str, kernel: str, config: str, warps_per_sched
     spec = load_gpu(gpu) if isinstance(gpu, str) else gpu
     latency = latencies(spec)
     latency = tuple(sorted((cls, 0.0 if cls in without else value) for cls, value in latency.items()))
-    return _shared_trip_cycles(table, kernel, config, math.ceil(warps_per_scheduler), latency)
+    return _shared_trip_cycles(table, kernel, config, math.ceil(warps_per_scheduler), latency,
+                               tuple(sorted(pipe_cycles(spec).items())))
+
+
+# Warp instructions per clock per SM of the pipes the probes did not measure (assumptions, `pipe_cycles`):
+# conversions and bit counts at the transcendental unit's rate, and shuffles at 32 lanes a clock, one warp
+# instruction per SM per clock, as NVIDIA's CUDA C++ Programming Guide lists them for compute capability 9.0
+# (arithmetic instruction throughput: "all other type conversions" 16 results, warp shuffle 32).
+SHUFFLE_LANES_PER_CU = 32
+
+
+def pipe_cycles(gpu: GPU) -> dict[str, float]:
+    """Cycles one warp instruction holds its pipe on one scheduler (`validation.companion.bench.sass.pipe_of`):
+    the wave over the pipe's lanes per scheduler, from the GPU's probed lane rates, in whole cycles."""
+    lanes = {"F": gpu.fp32_lanes_per_cu, "I": gpu.int32_lanes_per_cu, "A": gpu.bit_lanes_per_cu,
+             "X": gpu.sfu_lanes_per_cu, "M": gpu.sfu_lanes_per_cu, "S": SHUFFLE_LANES_PER_CU}
+    return {pipe: max(1.0, round(gpu.wave_size / (n / gpu.simds_per_cu))) for pipe, n in lanes.items()}
 
 
 @cache
-def _shared_trip_cycles(table: str, kernel: str, config: str, warps: int,
-                        latency: tuple[tuple[str, float], ...]) -> tuple[float, float]:
+def _shared_trip_cycles(table: str, kernel: str, config: str, warps: int, latency: tuple[tuple[str, float], ...],
+                        occupancy: tuple[tuple[str, float], ...] = ()) -> tuple[float, float]:
     row, lat = timeline(kernel, config, table), dict(latency)
     prologue = row["prologue"].get("stream", [])
+    prologue_pipes = row["prologue"].get("pipes", "")
     if not prologue and row["prologue"].get("stall_cycles"):
         raise ValueError(f"the timing table {table}_timing.json has no instruction streams "
                          "(rewrite it: python -m validation.companion.bench sass-counts)")
     copies = row.get("loop_copies") or ([row["loop"]] if row["loop"] else [])
     # The main path as one warp issues it: the prologue up to each copy of the loop, the copy `_TRIPS` times,
     # the rest of the prologue (so the waits after a loop find its producers, as `warp_timeline` has them).
-    parts, kinds, done = [], [], 0
+    parts, pipes, kinds, done = [], [], [], 0
     for copy in copies:
         parts += [prologue[done:copy["entry"]], *[copy["stream"]] * _TRIPS]
+        pipes += [prologue_pipes[done:copy["entry"]], *[copy.get("pipes", "")] * _TRIPS]
         kinds += ["prologue", *["trip"] * (_TRIPS - 1), "last"]
         done = copy["entry"]
     parts.append(prologue[done:])
+    pipes.append(prologue_pipes[done:])
     kinds.append("prologue")
-    ends = issue_streams(parts, warps, lat)
+    known = all(len(p) == len(q) for p, q in zip(pipes, parts, strict=True))
+    ends = issue_streams(parts, warps, lat, pipes if known else None, dict(occupancy))
     spans = [end - start for start, end in zip([0.0, *ends], ends, strict=False)]
     prologue_cycles = sum(span for span, kind in zip(spans, kinds, strict=True) if kind == "prologue")
     trips = [span for span, kind in zip(spans, kinds, strict=True) if kind == "last"]
     return prologue_cycles, (sum(trips) / len(trips) if trips else 0.0)
 
 
-def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float]) -> list[float]:
+def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float], pipes: list[str] | None = None,
+                  occupancy: Mapping[str, float] | None = None) -> list[float]:
     """`warps` warps issuing the instruction streams `parts` one after the other on one scheduler
     (`shared_trip_cycles` says how); per part, the cycle at which the last warp has finished it (issued its last
-    instruction and that instruction's stall elapsed; the end of the part before for an empty part).
+    instruction and that instruction's stall elapsed; the end of the part before for an empty part). With
+    `pipes` (per part, one character per instruction: `validation.companion.bench.sass.pipe_of`) an instruction
+    also waits for its pipe, which each issue holds for `occupancy[pipe]` cycles (a scheduler's warps share it).
 
     An instruction is [stall, wait_mask, write_barrier, class[, read_barrier[, special]]] (`_compact` of
     `validation.companion.bench.sass`)."""
     stream = [ins for part in parts for ins in part]
+    pipe_of = "".join(pipes) if pipes else "-" * len(stream)
+    hold = [(occupancy or {}).get(p, 1.0) for p in pipe_of]
+    free: dict[str, float] = {}  # per pipe: the cycle it takes its next instruction
     bounds = list(itertools.accumulate(len(part) for part in parts))
     read_latency = latency.get("operand_read", 0.0)
     # Per instruction, what the loop below needs: stall, waited barriers, (barrier, latency) set, special.
@@ -230,12 +256,17 @@ def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float]) -
 
     for w in active:
         ready[w] = wait(w, 0.0)
+    def pipe_free(i: int) -> float:
+        return free.get(pipe_of[i], 0.0) if hold[i] > 1 else 0.0
+
     t = 0.0
     while active:
-        pick = next((w for w in order if pos[w] < n and ready[w] <= t), None)
+        pick = next((w for w in order if pos[w] < n and ready[w] <= t and pipe_free(pos[w]) <= t), None)
         if pick is None:
-            t = max(t, min(ready[w] for w in active))
+            t = max(t, min(max(ready[w], pipe_free(pos[w])) for w in active))
             continue
+        if hold[pos[pick]] > 1:
+            free[pipe_of[pos[pick]]] = t + hold[pos[pick]]
         stall, _, sets, _ = decoded[pos[pick]]
         for k, lat in sets:
             pending[pick][k].append(t + lat)

@@ -7,9 +7,17 @@ import random
 
 import pytest
 
+from hwmodels.spec import load_gpu
 from validation.companion.bench.sass import NO_BARRIER, control, count, warp_timeline
 from validation.sass_counts import DATA_DIR
-from validation.sass_timing import issue_streams, section_cycles, shared_trip_cycles, timeline, warp_cycles
+from validation.sass_timing import (
+    issue_streams,
+    pipe_cycles,
+    section_cycles,
+    shared_trip_cycles,
+    timeline,
+    warp_cycles,
+)
 
 LATENCY = {"global_load": 500.0, "shared": 30.0, "sfu": 20.0, "other": 4.0, "operand_read": 4.0, "barrier": 0.0}
 
@@ -238,12 +246,27 @@ def test_random_streams_stay_between_the_issue_bound_and_warps_in_series():
 
 
 def test_shared_trip_cycles_of_one_warp_is_its_static_timeline():
+    # one warp: the compiler's stalls already space most same-pipe instructions; the pipes add a little
     config = "splits=1 even=True"
     for without in ((), ("global_load", "async_copy")):
         shared = shared_trip_cycles("h200", "mla_decode", config, 1, without=without)
         static = warp_cycles("h200", "mla_decode", config, without=without)
-        assert shared[1] == pytest.approx(static[1], rel=0.02), without
-        assert shared[0] == pytest.approx(static[0], rel=0.05), without
+        assert static[1] * 0.98 <= shared[1] <= static[1] * 1.05, without
+        assert static[0] * 0.95 <= shared[0] <= static[0] * 1.25, without  # the prologue: address arithmetic
+
+
+def test_warps_on_one_scheduler_share_its_pipes():
+    # eight conversions (8 cycles of the conversion pipe each), no stalls or waits: one warp issues them as
+    # fast as the pipe takes them, and a second warp's wait for the pipe, not for its own stalls
+    part = [[1, 0, NO_BARRIER, None]] * 8
+    pipes = ["X" * 8]
+    hold = {"X": 8.0}
+    one, = issue_streams([part], 1, LATENCY, pipes, hold)
+    two, = issue_streams([part], 2, LATENCY, pipes, hold)
+    assert one == pytest.approx(7 * 8 + 1)
+    assert two == pytest.approx(15 * 8 + 1)
+    assert issue_streams([part], 2, LATENCY) == [pytest.approx(16, abs=1)]  # without pipes: issue-bound
+    assert pipe_cycles(load_gpu("h200")) == {"F": 1, "I": 2, "A": 2, "X": 8, "M": 8, "S": 4}
 
 
 def test_more_warps_per_scheduler_take_longer_per_trip_within_bounds():

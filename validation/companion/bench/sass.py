@@ -165,6 +165,28 @@ def _opcode(text: str) -> str:
     return re.sub(r"^@!?U?P\w+\s+", "", text).split()[0]
 
 
+# The math pipe a warp instruction occupies (`pipe_of`), by opcode: "F" fp32 (FMA, add, multiply and their packed
+# half forms), "I" the integer multiply-add, "A" integer and logic (adds, shifts, three-input logic, compares,
+# selects, byte permutes, moves), "X" conversions and bit counts, "M" the transcendental unit, "S" shuffles.
+# Anything else (memory, tensor cores, branches, barriers, the uniform datapath) is "-": its issue cycle only.
+_PIPES = {
+    "F": ("FFMA", "FADD", "FMUL", "HFMA2", "HADD2", "HMUL2", "FFMA32I", "FADD32I", "FMUL32I"),
+    "I": ("IMAD", "IDP", "IMUL", "IMAD32I"),
+    "A": ("IADD3", "IADD", "VIADD", "LOP3", "LOP", "SHF", "SHL", "SHR", "LEA", "ISETP", "FSETP", "HSETP2", "FMNMX",
+          "IMNMX", "VIMNMX", "HMNMX2", "SEL", "FSEL", "PRMT", "MOV", "IABS", "BMSK", "SGXT", "PLOP3", "P2R", "R2P",
+          "FCHK", "LOP32I", "IADD32I", "MOV32I"),
+    "X": ("F2I", "I2F", "F2F", "FRND", "I2I", "POPC", "FLO", "BREV", "F2FP", "I2FP"),
+    "M": ("MUFU",),
+    "S": ("SHFL",),
+}
+_PIPE_OF = {name: pipe for pipe, names in _PIPES.items() for name in names}
+
+
+def pipe_of(text: str) -> str:
+    """The math pipe of an instruction (`_PIPES`), one character."""
+    return _PIPE_OF.get(_opcode(text).split(".")[0], "-")
+
+
 def latency_class(text: str) -> str:
     """The latency class of an instruction's variable-latency result (`_CLASSES`; `other` if not listed).
 
@@ -208,8 +230,9 @@ def _simulate(stream: list[tuple[str, int, object]]) -> dict[object, dict]:
             retired += pending["gsb0"][:cut]
             pending["gsb0"] = pending["gsb0"][cut:]
         if tag is not None:
-            section = sections.setdefault(tag, {"stall_cycles": 0, "waits": [], "stream": []})
+            section = sections.setdefault(tag, {"stall_cycles": 0, "waits": [], "stream": [], "pipes": ""})
             section["stream"].append(_compact(ctl, text, op, depbar, group))
+            section["pipes"] += pipe_of(text)
             newest: dict[str, int] = {}
             for cls, issued in retired:
                 newest[cls] = max(newest.get(cls, issued), issued)
@@ -288,7 +311,7 @@ def warp_timeline(sass: str) -> dict:
                 stream.append((main[i][1], words[main[i][0]], "prologue"))
             i += 1
     sections = _simulate(stream)
-    empty = {"stall_cycles": 0, "waits": [], "stream": []}
+    empty = {"stall_cycles": 0, "waits": [], "stream": [], "pipes": ""}
     copies = [{**sections.get(("loop", k), empty), "entry": entries[k]} for k in range(copy)]
     timeline = {"prologue": sections.get("prologue", empty),
                 "loop": copies[0] if copies else {}}
