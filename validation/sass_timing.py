@@ -133,6 +133,9 @@ def shared_trip_cycles(gpu: GPU | str, kernel: str, config: str, warps_per_sched
     table): each warp issues its stream in order; an instruction may issue once its warp's previous
     instruction's stall has elapsed and every barrier it waits on is ready (a barrier's producers' issue cycle
     plus their class's latency, `latencies`, classes in `without` at 0; `DEPBAR.LE` waits on the oldest but n).
+    An instruction of a math pipe narrower than a warp (`pipe_cycles`: the integer and logic units at half rate,
+    conversions and transcendentals at a quarter of that, shuffles) also waits until the pipe is free: the
+    warps of a scheduler share its pipes, so code full of conversions runs slower than its issue count.
     Among the warps that may issue, the scheduler picks the one that issued least recently (loose round robin,
     LRR, not greedy-then-oldest). A fractional count of warps is rounded up (a scheduler with 2.5 warps on
     average is taken to hold 3). All warps start together and issue the main path as `warp_timeline` has it:
