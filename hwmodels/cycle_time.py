@@ -221,11 +221,11 @@ def steady_trip_s(program: Program, gpu: GPU, resident: int, warps: int, streami
     A closed queueing network solved by exact mean value analysis (Reiser and Lavenberg, J. ACM 27(2), 1980):
     each resident workgroup cycles through the CU's schedulers (a queue; its demand: its warps' trip
     instructions over the schedulers, or, where the trip was simulated, the simulated cycles of all residents'
-    warps sharing a scheduler over the residents: issue, stalls and pipes together), the CU's memory path (a queue; its trip's loads and stores at the CU's
-    share of bandwidth) and its own latency (a delay: what one workgroup alone on the CU takes beyond both
-    demands: its loads' round trip, its dependent chain). One workgroup alone gets `trip_s` of one; many
-    approach the busier queue's rate. While one workgroup waits for its loads the others compute, which a
-    lockstep wave (`trip_s` of all of them) does not let them do.
+    warps sharing a scheduler over the residents: issue, stalls and pipes together), the CU's memory path (a
+    queue; its trip's loads and stores at the CU's share of bandwidth) and its own latency (a delay: what one
+    workgroup alone on the CU takes beyond both demands: its loads' round trip, its dependent chain). One
+    workgroup alone gets `trip_s` of one; many approach the busier queue's rate. While one workgroup waits for
+    its loads the others compute, which a lockstep wave (`trip_s` of all of them) does not let them do.
     """
     alone = trip_s(program, gpu, 1, warps, streaming_cus, curve, hbm_bytes_per_s)
     if resident <= 1:
