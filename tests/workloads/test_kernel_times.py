@@ -55,8 +55,11 @@ def test_moe_gemm_time_never_decreases_with_size(t, n, k, grow, field, gpu):
 @given(seqs=st.integers(1, 64), q_len=st.integers(1, 8192), cached=st.integers(0, 100_000),
        grow=st.integers(1, 4096), field=st.sampled_from(["seqs", "q_len", "cached"]), gpu=st.sampled_from(GPUS))
 def test_attention_prefill_time_never_decreases_with_batch_or_context(seqs, q_len, cached, grow, field, gpu):
-    _assert_monotone(AttentionPrefill(seqs=seqs, q_len=q_len, heads=16, kv_heads=2, head_dim=128,
-                                      cached=cached), field, grow, gpu)
+    # Strictly, except where a longer query stops fitting one packed GQA block (q_len x 8 > 128): the kernel
+    # then runs 8x the workgroups, each on fewer rows, and on a tiny grid that spread can win by up to 1 %.
+    kernel = AttentionPrefill(seqs=seqs, q_len=q_len, heads=16, kv_heads=2, head_dim=128, cached=cached)
+    unpacks = field == "q_len" and q_len * 8 <= kernel.block_m < (q_len + grow) * 8
+    _assert_monotone(kernel, field, grow, gpu, slack=0.01 if unpacks else 1e-12)
 
 
 @settings(max_examples=100, deadline=None)
