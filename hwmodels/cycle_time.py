@@ -68,6 +68,16 @@ def loaded_rate(in_flight_bytes: float, latency_s: float, cap_bytes_per_s: float
     return little / (1.0 + (little / cap_bytes_per_s) ** smoothness) ** (1.0 / smoothness)
 
 
+def moved(program: Program, gpu: GPU) -> Program:
+    """The program with its short rows' setup loads and trip stores in the whole sectors memory moves them in
+    (`Program.sector_factor`); idempotent."""
+    factor = program.sector_factor(gpu)
+    if factor == 1.0:
+        return program
+    return replace(program, setup_load_bytes=program.setup_load_bytes * factor,
+                   trip_store_bytes=program.trip_store_bytes * factor, row_run_bytes=0.0)
+
+
 def from_l2(program: Program, gpu: GPU, curve: MemoryCurve, hbm_bytes_per_s: float,
             ) -> tuple[Program, MemoryCurve, float]:
     """The program, curve and bandwidth its loads see: a program whose input sits in L2 (`Program.in_l2`) waits
@@ -86,7 +96,7 @@ def trip_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus:
            hbm_bytes_per_s: float) -> float:
     """Seconds one trip of the loop takes with `resident` workgroups of `warps` warps on the CU, while
     `streaming_cus` CUs stream at once from a GPU of `hbm_bytes_per_s`."""
-    program, curve, hbm_bytes_per_s = from_l2(program, gpu, curve, hbm_bytes_per_s)
+    program, curve, hbm_bytes_per_s = from_l2(moved(program, gpu), gpu, curve, hbm_bytes_per_s)
     per_scheduler = max(1.0, resident * warps / gpu.simds_per_cu)
     # issue overlaps with the other warps' waits; one warp's own path (its loads, its chain, its stores) does not
     issue = per_scheduler * program.trip_instructions / gpu.boost_clock_hz
@@ -146,7 +156,7 @@ def cu_share(program: Program, gpu: GPU, hbm_bytes_per_s: float, streaming_cus: 
 def workgroup_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus: int,
                 curve: MemoryCurve, hbm_bytes_per_s: float) -> float:
     """Seconds one workgroup takes from its first instruction to its last, sharing the CU with `resident`."""
-    program, curve, hbm_bytes_per_s = from_l2(program, gpu, curve, hbm_bytes_per_s)
+    program, curve, hbm_bytes_per_s = from_l2(moved(program, gpu), gpu, curve, hbm_bytes_per_s)
     per_scheduler = max(1.0, resident * warps / gpu.simds_per_cu)
     setup = (per_scheduler * program.setup_instructions / gpu.boost_clock_hz
              + program.setup_chain.seconds(gpu))
@@ -230,7 +240,7 @@ def steady_trip_s(program: Program, gpu: GPU, resident: int, warps: int, streami
     alone = trip_s(program, gpu, 1, warps, streaming_cus, curve, hbm_bytes_per_s)
     if resident <= 1:
         return alone
-    program, curve, hbm_bytes_per_s = from_l2(program, gpu, curve, hbm_bytes_per_s)
+    program, curve, hbm_bytes_per_s = from_l2(moved(program, gpu), gpu, curve, hbm_bytes_per_s)
     compute = warps * program.trip_instructions / (gpu.simds_per_cu * gpu.boost_clock_hz)
     if program.trip_cycles_by_warps:  # simulated: the scheduler busy with all residents' trips, shared out
         per_scheduler = max(1.0, resident * warps / gpu.simds_per_cu)

@@ -122,9 +122,20 @@ class Program:
     # `mlp_deep_thread_share` of them in flight (measured). False: loads streamed to stores, or asynchronous
     # copies into LDS (cp.async, TMA), for which no such share was measured: all their bytes count.
     reduces_loads: bool = False
+    # Contiguous bytes of each row its setup loads and trip stores touch, when short (a value tile of a row-major
+    # recurrent state: tile columns x 4 bytes): memory moves whole sectors, so a row shorter than one costs a
+    # sector (`sector_factor`). 0: rows long enough that the sectors' slack does not matter.
+    row_run_bytes: float = 0.0
     # Bytes of the workgroups' input that the launch just before wrote for this one (split-KV partials for their
     # merge): when they fit in the GPU's L2 they are read from there, at L2's latency and bandwidth (`in_l2`).
     fresh_input_bytes: float = 0.0
+
+    def sector_factor(self, gpu: GPU) -> float:
+        """Bytes moved per useful byte of its short rows: whole sectors (`GPU.memory_sector_bytes`) for each."""
+        if self.row_run_bytes <= 0:
+            return 1.0
+        sector = gpu.memory_sector_bytes
+        return -(-self.row_run_bytes // sector) * sector / self.row_run_bytes
 
     def in_l2(self, gpu: GPU) -> bool:
         """Whether the trips' loads hit L2: all of them are what the launch before wrote, and that fits in L2
@@ -135,7 +146,7 @@ class Program:
         if any(t < 0 for t in self.trip_counts):
             raise ValueError("trip_counts must not be negative")
         for name in ("trips", "trip_load_bytes", "trip_store_bytes", "trip_instructions", "setup_instructions",
-                     "setup_load_bytes", "fresh_input_bytes"):
+                     "setup_load_bytes", "row_run_bytes", "fresh_input_bytes"):
             value = getattr(self, name)
             if not value >= 0:
                 raise ValueError(f"{name} must be a non-negative number, got {value!r}")

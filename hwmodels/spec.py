@@ -17,7 +17,8 @@ SPEC_DIR = Path(__file__).parent / "specs"
 # The GPU fields that the cycle-level cost model reads; each must be positive and finite.
 CYCLE_MODEL_FIELDS = (
     "boost_clock_hz", "matmul_clock_hz", "dram_latency_s", "l2_latency_s", "l2_bandwidth_bytes_per_s",
-    "cu_bandwidth_bytes_per_s", "kernel_floor_s", "workgroup_dispatch_s", "hbm_burst_latency_s", "alu_latency_cycles",
+    "cu_bandwidth_bytes_per_s", "kernel_floor_s", "workgroup_dispatch_s", "hbm_burst_latency_s", "memory_sector_bytes",
+    "alu_latency_cycles",
     "int_latency_cycles",
     "sfu_latency_cycles", "mma_latency_cycles", "lds_latency_cycles", "shuffle_latency_cycles",
     "reduction_latency_cycles", "fp32_lanes_per_cu", "int32_lanes_per_cu", "bit_lanes_per_cu", "sfu_lanes_per_cu",
@@ -80,6 +81,7 @@ class GPU:
     kernel_floor_s: float  # GPU time of a tiny kernel (one load, one store) as a node of a CUDA/HIP graph
     workgroup_dispatch_s: float  # the dispatcher's time per workgroup handed to one CU (throughput)
     hbm_burst_latency_s: float  # extra time of a launch whose every CU loads at once, over one CU alone
+    memory_sector_bytes: float  # the smallest piece of memory a load or store moves (a short row costs a whole one)
     alu_latency_cycles: float  # dependent fp32 FMA
     int_latency_cycles: float  # dependent int32 multiply-add
     sfu_latency_cycles: float  # dependent transcendental (exp2)

@@ -219,7 +219,9 @@ def recurrent_program(trips: int, trip_load_bytes: float, key_dim: int, block_v:
                       trip_store_bytes: float = 0.0) -> Program:
     """A (sequence, head, value tile) workgroup stepping through `trips` tokens of the delta rule in order.
 
-    Setup: the K x block_v fp32 state slice comes from HBM before the loop (`setup_load_bytes`). Each token waits
+    Setup: the K x block_v fp32 state slice comes from HBM before the loop (`setup_load_bytes`), each of its K rows
+    a run of block_v x 4 bytes in a row-major K x V state (`row_run_bytes`: a 4-column tile's 16-byte rows cost
+    whole sectors, as do its state stores). Each token waits
     for its own q, k, v, g and beta (the loop has no matrix product, so nothing pipelines the loads), then:
     decay by exp(g), k^T S and q^T S (each a reduction over the K rows, which the warps split), the rank-1
     update. Instructions per thread: about five per state value it holds, plus addressing.
@@ -228,7 +230,7 @@ def recurrent_program(trips: int, trip_load_bytes: float, key_dim: int, block_v:
     chain = Chain(sfu=1, alu=4) + 2 * reduction_chain(key_dim, warps, 32)
     return Program(trips=trips, trip_load_bytes=trip_load_bytes, trip_store_bytes=trip_store_bytes, trip_chain=chain,
                    trip_instructions=5 * key_dim * block_v / threads + 40,
-                   setup_load_bytes=key_dim * block_v * _FP32_BYTES)
+                   setup_load_bytes=key_dim * block_v * _FP32_BYTES, row_run_bytes=block_v * _FP32_BYTES)
 
 
 @dataclass(frozen=True)

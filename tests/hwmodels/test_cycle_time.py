@@ -142,6 +142,17 @@ def test_an_unpipelined_grid_runs_its_first_trip_in_lockstep_then_drifts():
         10 * workgroup_s(piped, H200, 16, 4, 132, CURVE, HBM))
 
 
+def test_short_rows_move_whole_sectors():
+    # a 4-column fp32 tile of a row-major state: 16-byte rows in 32-byte sectors move twice their bytes
+    narrow = Program(trips=4, trip_load_bytes=1024, trip_store_bytes=2048, setup_load_bytes=2048,
+                     trip_instructions=100, row_run_bytes=16)
+    assert narrow.sector_factor(H200) == 2.0 and replace(narrow, row_run_bytes=64).sector_factor(H200) == 1.0
+    assert replace(narrow, row_run_bytes=48).sector_factor(H200) == pytest.approx(64 / 48)
+    wide = replace(narrow, row_run_bytes=0, setup_load_bytes=4096, trip_store_bytes=4096)
+    assert workgroup_s(narrow, H200, 8, 4, 132, CURVE, HBM) == pytest.approx(
+        workgroup_s(wide, H200, 8, 4, 132, CURVE, HBM))
+
+
 def test_without_a_dispatcher_an_irregular_grid_gets_two_lower_bounds():
     assert bound_dispatch_s([5.0, 1.0, 1.0], 2) == 5.0  # the longest workgroup
     assert bound_dispatch_s([1.0] * 10, 2) == 5.0  # the work spread over the slots

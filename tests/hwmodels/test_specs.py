@@ -187,6 +187,7 @@ CYCLE_MODEL_KEYS = {  # YAML key -> dataclass field, for the cycle-level cost mo
     "matmul_clock_mhz": "matmul_clock_hz",
     "workgroup_dispatch_ns": "workgroup_dispatch_s",
     "hbm_burst_latency_ns": "hbm_burst_latency_s",
+    "memory_sector_bytes": "memory_sector_bytes",
     "dram_latency_ns": "dram_latency_s",
     "l2_latency_ns": "l2_latency_s",
     "l2_bandwidth_tb_per_s": "l2_bandwidth_bytes_per_s",
