@@ -188,7 +188,7 @@ def _shared_trip_cycles(table: str, kernel: str, config: str, warps: int, latenc
     for copy in copies:
         parts += [prologue[done:copy["entry"]], *[copy["stream"]] * _TRIPS]
         pipes += [prologue_pipes[done:copy["entry"]], *[copy.get("pipes", "")] * _TRIPS]
-        kinds += ["prologue", *["trip"] * (_TRIPS - 1), "last"]
+        kinds += ["prologue", *[len(kinds)] * _TRIPS]  # a copy's trips, tagged by where they start
         done = copy["entry"]
     parts.append(prologue[done:])
     pipes.append(prologue_pipes[done:])
@@ -197,8 +197,13 @@ def _shared_trip_cycles(table: str, kernel: str, config: str, warps: int, latenc
     ends = issue_streams(parts, warps, lat, pipes if known else None, dict(occupancy))
     spans = [end - start for start, end in zip([0.0, *ends], ends, strict=False)]
     prologue_cycles = sum(span for span, kind in zip(spans, kinds, strict=True) if kind == "prologue")
-    trips = [span for span, kind in zip(spans, kinds, strict=True) if kind == "last"]
-    return prologue_cycles, (sum(trips) / len(trips) if trips else 0.0)
+    # a copy's trip: its `_TRIPS` trips over all warps, averaged (warps that run ahead into the next trip while
+    # others finish this one count in either way)
+    per_copy: dict[int, float] = {}
+    for span, kind in zip(spans, kinds, strict=True):
+        if kind != "prologue":
+            per_copy[kind] = per_copy.get(kind, 0.0) + span / _TRIPS
+    return prologue_cycles, (sum(per_copy.values()) / len(per_copy) if per_copy else 0.0)
 
 
 def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float], pipes: list[str] | None = None,

@@ -301,3 +301,14 @@ def test_every_recorded_stream_matches_the_counts_and_the_stalls():
             mean = sum(len(c["stream"]) for c in copies) / len(copies)
             assert abs(mean - int(row["loop_instructions"])) <= 0.5, (kernel, config)
 
+
+
+@pytest.mark.parametrize(("kernel", "config"), [("qr_reduce", "int4"), ("qr_scatter", "int4"),
+                                                ("mla_decode", "splits=16 even=False")])
+def test_many_warps_never_issue_a_trip_faster_than_one_instruction_a_cycle(kernel, config):
+    # warps that run ahead into their next trip while others finish this one must not shorten the trip
+    with open(DATA_DIR / "h200.csv", newline="") as f:
+        row = next(r for r in csv.DictReader(f) if (r["kernel"], r["config"]) == (kernel, config))
+    for warps in (8, 16):
+        trip = shared_trip_cycles("h200", kernel, config, warps)[1]
+        assert trip >= warps * (int(row["loop_instructions"]) - 1), warps
