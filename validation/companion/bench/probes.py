@@ -844,7 +844,8 @@ PROBE_FUNCTIONS: dict[str, Callable[[dict, bool], list[dict]]] = {
     "latency": probe_latency, "mlp": probe_mlp, "l2": probe_l2, "floor": probe_floor, "issue": probe_issue,
     "mma": probe_mma, "smem": probe_smem, "clock": probe_clock, "peer": probe_peer, "grid": probe_grid,
 }
-assert tuple(PROBE_FUNCTIONS) == spec.PROBES
+if tuple(PROBE_FUNCTIONS) != spec.PROBES:
+    raise RuntimeError(f"bench probes {tuple(PROBE_FUNCTIONS)} differ from validation.probes.PROBES {spec.PROBES}")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
