@@ -50,6 +50,8 @@ class Calibration:
     mlp_smoothness: float = 2.0
     mlp_latency_s: float | None = None
     mlp_deep_thread_share: float = 1.0  # of a thread's register loads beyond 32 bytes, the share in flight
+    # HBM bandwidth a grid-stride (persistent) loop reaches, over one workgroup per tile's (`Program.grid_stride`)
+    grid_stride_efficiency: float = 1.0
     cost_model: CostModel = CostModel.CYCLE
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
@@ -73,6 +75,8 @@ class Calibration:
             raise FieldError("mlp_latency_s", f"must be positive, got {self.mlp_latency_s}")
         if not 0 < self.mlp_deep_thread_share <= 1:
             raise FieldError("mlp_deep_thread_share", f"must be in (0, 1], got {self.mlp_deep_thread_share}")
+        if not 0 < self.grid_stride_efficiency <= 1:
+            raise FieldError("grid_stride_efficiency", f"must be in (0, 1], got {self.grid_stride_efficiency}")
         if not self.mlp_smoothness > 0:
             raise FieldError("mlp_smoothness", f"must be positive, got {self.mlp_smoothness}")
         if self.latency_hiding_workgroups_per_cu < 1:

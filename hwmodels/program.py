@@ -129,6 +129,10 @@ class Program:
     # Bytes of the workgroups' input that the launch just before wrote for this one (split-KV partials for their
     # merge): when they fit in the GPU's L2 they are read from there, at L2's latency and bandwidth (`in_l2`).
     fresh_input_bytes: float = 0.0
+    # True: a persistent loop whose trips walk the tensor with the grid's stride (program p takes tiles p, p + G,
+    # ...). The resident workgroups' streams drift apart in DRAM instead of sweeping it as one front, and HBM
+    # delivers `Calibration.grid_stride_efficiency` of what one workgroup per tile gets (measured by the grid probe).
+    grid_stride: bool = False
 
     def sector_factor(self, gpu: GPU) -> float:
         """Bytes moved per useful byte of its short rows: whole sectors (`GPU.memory_sector_bytes`) for each."""

@@ -92,11 +92,22 @@ def roofline_floor_s(work: Work, gpu: GPU) -> float:
     return max(compute, work.bytes / gpu.hbm_bandwidth_bytes_per_s)
 
 
-def launch_overhead_s(gpu: GPU, calib: Calibration, mode: LaunchMode) -> float:
-    """Host-side cost of one launch; the calibration's value wins over the spec's."""
+def launch_overhead_s(gpu: GPU, calib: Calibration, mode: LaunchMode, triton: bool = False) -> float:
+    """Host-side cost of one launch; the calibration's value wins over the spec's. `triton`: an eager launch
+    through Triton's Python launcher, where the GPU spec measured one (`launch_eager_triton_s`)."""
     if mode is LaunchMode.GRAPH:
         return calib.launch_graph_node_s if calib.launch_graph_node_s is not None else gpu.launch_graph_node_s
+    if triton and gpu.launch_eager_triton_s is not None:
+        return gpu.launch_eager_triton_s
     return calib.launch_eager_s if calib.launch_eager_s is not None else gpu.launch_eager_s
+
+
+def gpu_launch_s(gpu: GPU, calib: Calibration) -> float:
+    """GPU time of one eager launch with the host hidden (timed alone between events): the spec's measured
+    `launch_eager_gpu_s`, else a graph node's (the GPU still fetches and dispatches the kernel)."""
+    if gpu.launch_eager_gpu_s is not None:
+        return gpu.launch_eager_gpu_s
+    return launch_overhead_s(gpu, calib, LaunchMode.GRAPH)
 
 
 def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = LaunchMode.EAGER,
@@ -140,6 +151,8 @@ def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = Lau
     bandwidth = gpu.hbm_bandwidth_bytes_per_s * calib.memory_efficiency_for(work.family)
     latency_s = 0.0
     if cycle:
+        if work.program is not None and work.program.grid_stride:
+            bandwidth *= calib.grid_stride_efficiency
         memory_s = work.bytes / bandwidth
         residency = Residency(work.workgroups, -(-work.threads_per_workgroup // gpu.wave_size),
                               occ.workgroups_per_cu)
@@ -152,7 +165,7 @@ def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = Lau
         stream_rounds = -(-work.streams // cus)
         memory_s = max(work.bytes / bandwidth, work.workgroup_bytes * stream_rounds / (cu_bandwidth * hiding))
 
-    launch_s = launch_overhead_s(gpu, calib, mode)
+    launch_s = launch_overhead_s(gpu, calib, mode, work.triton_launch)
     busy_s = max(compute_s, memory_s, latency_s)
     bound = Bound.COMPUTE if compute_s >= memory_s else Bound.MEMORY
     if latency_s > max(compute_s, memory_s):

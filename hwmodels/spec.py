@@ -94,6 +94,11 @@ class GPU:
     bit_lanes_per_cu: float  # logic/shift operations per clock per CU (SM)
     sfu_lanes_per_cu: float  # transcendental operations per clock per CU (SM)
     lds_bytes_per_clock_per_cu: float  # shared memory (LDS) bandwidth per CU (SM) per clock
+    # GPU time of one eager launch timed alone between two events, the host hidden (what a row timed that way
+    # pays for its launch); None: a graph node's
+    launch_eager_gpu_s: float | None = None
+    # host cost of one eager launch through Triton's Python launcher; None: `launch_eager_s` (a library op's)
+    launch_eager_triton_s: float | None = None
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -57,6 +57,8 @@ class Work:
     # What one workgroup executes (its loop, loads and dependent chains) for the cycle-level model; None: a
     # workgroup that streams its share of the bytes (hwmodels.cycle_time). A sum of launches has none.
     program: Program | None = None
+    # Launched eagerly through Triton's Python launcher (its host cost, `GPU.launch_eager_triton_s`), not a library's
+    triton_launch: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.flop_by_dtype, MappingProxyType):

@@ -106,7 +106,8 @@ class _Persistent(KernelKind):
         for work in self.kernel.launches():
             programs = min(self.programs, work.workgroups)
             tiles = -(-work.workgroups // programs) if programs else 0
-            program = work.program and replace(work.program, trips=work.program.trips * tiles)
+            program = work.program and replace(work.program, trips=work.program.trips * tiles,
+                                               grid_stride=tiles > 1)
             out.append(replace(work, workgroups=programs, flop_per_workgroup=work.workgroup_flop * tiles,
                                bytes_per_workgroup=work.workgroup_bytes * tiles, program=program))
         return tuple(out)
@@ -140,7 +141,10 @@ def quickreduce_kernels(gpu_name: str, codec: Codec, world: int) -> KernelAs:
         if name == "qr_reduce":
             ran = _ReduceTiles(ran, world)
         _, trip_cycles, _, trip_loads, by_warps = cycles_of(gpu_name, name, codec.value)  # per tile, no prologue
-        persistent = _Persistent(ran, QR_PROGRAMS)
+        # Layout.plan: programs = min(QR_PROGRAMS, seg), seg = the tiles one rank owns (ceil(tiles / world))
+        tiles = -(-kernel.values // kernel.codec.tile_values)
+        seg = tiles if name == "qr_reduce" else -(-tiles // world)
+        persistent = _Persistent(ran, min(QR_PROGRAMS, seg))
         (work,) = persistent.launches()
         return Compiled(persistent, (work.program.trips * per_tile * QR_WARPS,), (registers,), ((0, per_tile),),
                         ((0.0, trip_cycles, 0.0, trip_loads, by_warps),))

@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from hwmodels.calibration import load_calibration
 from hwmodels.program import Chain, Program
-from hwmodels.roofline import LaunchMode, kernel_time, launch_overhead_s
+from hwmodels.roofline import LaunchMode, gpu_launch_s, kernel_time
 from hwmodels.spec import load_gpu
 from hwmodels.work import Work
 from workloads.kernel_base import KernelKind
@@ -115,19 +115,20 @@ def compare(
     """Sum of the predicted times of every launch of `kernels`, against the row's median time per op.
 
     A row timed with `host_gaps=hidden` in eager mode measured the GPU alone, so its prediction
-    replaces the host's launch overhead by the GPU's own cost of a launch, that of a graph node (the
-    GPU still fetches and dispatches the kernel); every other row is compared with the whole prediction.
+    replaces the host's launch overhead by the GPU's own cost of such a launch (`gpu_launch_s`: measured by
+    the floor probe as one empty kernel between two events, the host hidden); every other row is compared
+    with the whole prediction.
     """
     gpu, calib = load_gpu(gpu_name), load_calibration(gpu_name)
     kernels = (kernels,) if isinstance(kernels, KernelKind) else tuple(kernels)
     mode = LaunchMode(row["launch_mode"])
     gpu_only = row.get("host_gaps") == "hidden" and mode is LaunchMode.EAGER
-    gpu_launch_s = launch_overhead_s(gpu, calib, LaunchMode.GRAPH)
+    gpu_only_launch_s = gpu_launch_s(gpu, calib)
     total_s, bounds = 0.0, []
     for kernel in kernels:
         for launch in kernel.launches():
             t = kernel_time(launch, gpu, calib, mode)
-            total_s += t.time_s - (t.launch_s - gpu_launch_s if gpu_only else 0.0)
+            total_s += t.time_s - (t.launch_s - gpu_only_launch_s if gpu_only else 0.0)
             bounds.append((t.time_s, t.bound.value))
     return Comparison(
         label=label,

@@ -1,6 +1,6 @@
 """Probe rows that set no constant, predicted by the model: checks of its structure, not of its numbers.
 
-Two probes measure kernels whose every input the model knows, and neither sets a constant beyond the two rows
+Two probes measure kernels whose every input the model knows, and neither sets a constant beyond the rows
 named below, so they test how the cycle-level model combines its terms:
 
 - `probe_floor.csv`, the `tile_*B_*w` rows: W one-tile copies (each program loads its 1, 4 or 16 KiB tile,
@@ -9,7 +9,9 @@ named below, so they test how the cycle-level model combines its terms:
   SM their tiles stay in L2 across graph replays.
 - `probe_grid.csv`: the same tile work (load 4 KiB, 0, 32 or 128 multiply-adds a value, store) as one
   workgroup per tile and as 4, 8 and 16 persistent programs per SM: do resident workgroups overlap their
-  loads with each other's compute (`hwmodels.cycle_time.drifting_s`)?
+  loads with each other's compute (`hwmodels.cycle_time.drifting_s`)? Its three persistent copies (rounds 0)
+  set `grid_stride_efficiency` (a grid-stride loop's share of the bandwidth one workgroup per tile gets), so
+  the rows that test the structure are the other nine.
 
 Each row is a `Comparison` (group "probe tiles" or "probe grid"), predicted as its kernel ran: the copy as
 the model's `Copy` split over the row's grid, the grid probe's kernel with its compiled code's counts and
@@ -69,7 +71,8 @@ class _TileWork(KernelKind):
         trips = -(-self.tiles // self.programs)
         return (Work(flop_by_dtype={}, read_bytes=self.tiles * tile_bytes, write_bytes=self.tiles * tile_bytes,
                      workgroups=self.programs, threads_per_workgroup=self.threads, family=Family.COPY,
-                     program=Program(trips=trips, trip_load_bytes=tile_bytes, trip_store_bytes=tile_bytes)),)
+                     program=Program(trips=trips, trip_load_bytes=tile_bytes, trip_store_bytes=tile_bytes,
+                                     grid_stride=trips > 1)),)
 
 
 def grid_rows(hw: str = "h200") -> list[Comparison]:

@@ -19,8 +19,15 @@ What each constant is, and its rows:
 - `l2_bandwidth_bytes_per_s`, `l2_reuse_footprint_bytes`: repeated reads of a footprint by every SM: the
   median of the footprints up to 16 MiB, and the footprint where bandwidth has fallen halfway to the
   HBM plateau (median of the footprints from 128 MiB), interpolated in log footprint.
-- `launch_graph_node_s`, `kernel_floor_s`: per node of a 100-node CUDA graph: an empty kernel, and a
-  kernel of one dependent load from HBM and one store.
+- `launch_graph_node_s`, `workgroup_dispatch_s`: an empty kernel of 1 to 256 workgroups per SM, per node of a
+  100-node CUDA graph: the least-squares line of its time against workgroups per SM, whose intercept is the
+  node's own cost and whose slope the dispatcher's per workgroup.
+- `kernel_floor_s`: per node of a 100-node CUDA graph, a kernel of one dependent load from HBM and one store.
+- `launch_eager_s`, `launch_eager_triton_s`: the host's cost per eager launch, back to back, of a PyTorch op
+  (`torch.add` of 256 fp32) and of an empty kernel through Triton's launcher.
+- `launch_eager_gpu_s`: one eager launch of the empty kernel between two events, a sleep ahead hiding the host.
+- `grid_stride_efficiency`: the grid probe's copies (no arithmetic): the median, over its persistent grids, of the
+  time of one workgroup per tile over that grid's time.
 - `*_lanes_per_cu`: lane-operations per clock per SM (one SASS instruction on 32 lanes counts 32) of
   FFMA, IMAD, shift/LOP3 and MUFU.EX2 with 8 independent chains per thread and every SM full.
 - `alu_latency_cycles`, `int_latency_cycles`, `sfu_latency_cycles`: one thread's dependent chain of FFMA,
@@ -107,6 +114,9 @@ class ProbeConstants:
     mlp_smoothness: float | None = None
     hbm_read_bandwidth_bytes_per_s: float | None = None
     launch_graph_node_s: float | None = None
+    launch_eager_gpu_s: float | None = None
+    launch_eager_triton_s: float | None = None
+    grid_stride_efficiency: float | None = None
     kernel_floor_s: float | None = None
     shuffle_latency_cycles: float | None = None
     launch_eager_s: float | None = None
@@ -350,14 +360,33 @@ def _merge(*parts: Derived) -> Derived:
 
 def _floor(t: _Table) -> Derived:
     return _merge(
-        _one(t, "launch_graph_node_s", "time_s_median", {"variant": "empty", "launch_mode": "graph"}, " (per node)"),
         _one(t, "kernel_floor_s", "time_s_median", {"variant": "load_store_1", "launch_mode": "graph"},
              " (per node)"),
         _one(t, "launch_eager_s", "time_s_median", {"variant": "torch_add_256", "launch_mode": "eager"},
              " (per launch, host included)"),
+        _one(t, "launch_eager_triton_s", "time_s_median", {"variant": "empty", "launch_mode": "eager"},
+             " (per launch through Triton's launcher, host included)"),
+        _one(t, "launch_eager_gpu_s", "time_s_median", {"variant": "empty", "launch_mode": "eager_hidden"},
+             " (one launch between two events, the host hidden)"),
         _dispatch(t),
         _burst(t),
     )
+
+
+def _grid(t: _Table) -> Derived:
+    """HBM efficiency of a grid-stride loop: the copy rows (rounds = 0) of persistent grids against the copy of
+    one workgroup per tile, as time ratios (the same bytes); their median."""
+    copies = [r for r in t.rows if t.num(r, "rounds") == 0]
+    one_per_tile = [r for r in copies if t.num(r, "programs") >= t.num(r, "tiles")]
+    persistent = [r for r in copies if t.num(r, "programs") < t.num(r, "tiles")]
+    if not one_per_tile or not persistent:
+        return {}, {"grid_stride_efficiency": f"{t.path.name}: needs rounds=0 rows of one workgroup per tile and of "
+                                              "fewer programs than tiles"}
+    base = t.num(one_per_tile[0], "time_s_median")
+    ratios = [base / t.num(r, "time_s_median") for r in persistent]
+    return {"grid_stride_efficiency": _median(ratios)}, {"grid_stride_efficiency": (
+        f"{t.path.name}: median over the {len(ratios)} persistent rounds=0 rows of the one-workgroup-per-tile "
+        "row's time_s_median over theirs")}
 
 
 def _burst(t: _Table) -> Derived:
@@ -376,12 +405,13 @@ def _dispatch(t: _Table) -> Derived:
     """Seconds per workgroup per CU: the slope of an empty kernel's time against its workgroups per SM."""
     rows = [r for r in t.rows if str(r.get("variant", "")).startswith("empty_grid_")]
     if len(rows) < 2:
-        return {}, {"workgroup_dispatch_s": f"{t.path.name}: no empty_grid rows"}
+        return {}, dict.fromkeys(("workgroup_dispatch_s", "launch_graph_node_s"), f"{t.path.name}: no empty_grid rows")
     x = np.array([t.num(r, "programs") / t.num(r, "sm_count") for r in rows])
     y = np.array([t.num(r, "time_s_median") for r in rows])
-    slope = float(np.polyfit(x, y, 1)[0])
-    return {"workgroup_dispatch_s": slope}, {"workgroup_dispatch_s": (
-        f"{t.path.name}: least-squares slope of time_s_median against programs per SM, {len(rows)} empty_grid rows")}
+    slope, intercept = (float(v) for v in np.polyfit(x, y, 1))
+    fit = f"{t.path.name}: least-squares line of time_s_median against programs per SM, {len(rows)} empty_grid rows"
+    return ({"workgroup_dispatch_s": slope, "launch_graph_node_s": intercept},
+            {"workgroup_dispatch_s": f"{fit}: its slope", "launch_graph_node_s": f"{fit}: its intercept (per node)"})
 
 
 def _peer(t: _Table) -> Derived:
@@ -465,8 +495,9 @@ _DERIVATIONS: dict[str, tuple[Callable[[_Table], Derived], tuple[str, ...], tupl
              "mlp_deep_thread_share")),
     "l2": (_l2, ("footprint_bytes", "bytes_per_s"), ("l2_bandwidth_bytes_per_s", "l2_reuse_footprint_bytes")),
     "floor": (_floor, ("variant", "launch_mode", "time_s_median", "programs", "sm_count"),
-              ("launch_graph_node_s", "kernel_floor_s", "launch_eager_s", "workgroup_dispatch_s",
-               "hbm_burst_latency_s")),
+              ("launch_graph_node_s", "kernel_floor_s", "launch_eager_s", "launch_eager_triton_s",
+               "launch_eager_gpu_s", "workgroup_dispatch_s", "hbm_burst_latency_s")),
+    "grid": (_grid, ("tiles", "rounds", "programs", "time_s_median"), ("grid_stride_efficiency",)),
     "issue": (_issue, ("op", "mode", "ops_per_clock_per_sm", "cycles_per_op"), (*ISSUE_LANES, *ISSUE_LATENCY)),
     "mma": (_mma, ("m", "n", "k", "num_warps", "cycles_per_dot"), ("mma_latency_cycles",)),
     "smem": (_smem, ("what", "num_warps", "cycles_per_round", "bytes_per_clock_per_sm"),

@@ -91,8 +91,12 @@ def test_latency_and_l2_constants(tmp_path, rng):
 
 def test_table_constants_and_missing_probes(tmp_path):
     _write(tmp_path, "floor", [
-        {"variant": "empty", "launch_mode": "graph", "time_s_median": 1.5e-6},
-        {"variant": "empty", "launch_mode": "eager", "time_s_median": 4e-6},
+        {"variant": "empty", "launch_mode": "graph", "time_s_median": 1.9e-6},  # flushed: not the node's cost
+        {"variant": "empty", "launch_mode": "eager", "time_s_median": 14e-6},
+        {"variant": "empty", "launch_mode": "eager_hidden", "time_s_median": 3.5e-6},
+        {"variant": "empty_grid_4w", "launch_mode": "graph", "programs": 132, "sm_count": 132, "time_s_median": 1.6e-6},
+        {"variant": "empty_grid_4w", "launch_mode": "graph", "programs": 1056, "sm_count": 132,
+         "time_s_median": 2.3e-6},
         {"variant": "load_store_1", "launch_mode": "graph", "time_s_median": 3e-6},
         {"variant": "tile_4k_1prog", "launch_mode": "graph", "time_s_median": 3.2e-6},
         {"variant": "tile_4k_sm", "launch_mode": "graph", "time_s_median": 3.9e-6},
@@ -108,7 +112,9 @@ def test_table_constants_and_missing_probes(tmp_path):
                               {"what": "reduce_round_trip", "num_warps": 8, "cycles_per_round": 150},
                               {"what": "layout_conversion", "num_warps": 8, "bytes_per_clock_per_sm": 90}])
     c = probes.probe_constants(tmp_path)
-    assert (c.launch_graph_node_s, c.kernel_floor_s) == (1.5e-6, 3e-6)
+    assert (c.launch_graph_node_s, c.kernel_floor_s) == (pytest.approx(1.5e-6), 3e-6)  # the grid line's intercept
+    assert c.workgroup_dispatch_s == pytest.approx(0.1e-6)  # its slope: (2.3 - 1.6) us over 7 workgroups per SM
+    assert (c.launch_eager_triton_s, c.launch_eager_gpu_s) == (14e-6, 3.5e-6)
     assert c.hbm_burst_latency_s == pytest.approx(0.7e-6)  # every SM's tile copy less one alone
     assert (c.fp32_lanes_per_cu, c.int32_lanes_per_cu, c.bit_lanes_per_cu, c.sfu_lanes_per_cu) == (126, 63, 60, 15.8)
     assert (c.alu_latency_cycles, c.int_latency_cycles, c.sfu_latency_cycles) == (4.1, 4.5, 18)
@@ -116,7 +122,8 @@ def test_table_constants_and_missing_probes(tmp_path):
     # No latency, mlp or l2 CSV here: those constants are None and say why.
     assert c.dram_latency_s is None and "probe_latency.csv not found" in c.sources["dram_latency_s"]
     rows = probes.summary(tmp_path)
-    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 30
+    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 33
+    assert c.grid_stride_efficiency is None and "probe_grid.csv not found" in c.sources["grid_stride_efficiency"]
     assert all(r[2] for r in rows)  # every constant has a note, set or not
     assert "kernel_floor_s" in probes.format_summary(rows)
 
@@ -147,6 +154,7 @@ SPEC_FROM_PROBE = {
     "l2_bandwidth_bytes_per_s": "l2_bandwidth_bytes_per_s", "cu_bandwidth_bytes_per_s": "cu_bandwidth_bytes_per_s",
     "launch_graph_node_s": "launch_graph_node_s", "kernel_floor_s": "kernel_floor_s",
     "launch_eager_s": "launch_eager_s", "workgroup_dispatch_s": "workgroup_dispatch_s",
+    "launch_eager_gpu_s": "launch_eager_gpu_s", "launch_eager_triton_s": "launch_eager_triton_s",
     "hbm_burst_latency_s": "hbm_burst_latency_s",
     "matmul_clock_hz": "matmul_clock_hz", "copy_clock_hz": "boost_clock_hz",
     "alu_latency_cycles": "alu_latency_cycles", "int_latency_cycles": "int_latency_cycles",
@@ -157,7 +165,8 @@ SPEC_FROM_PROBE = {
     "lds_bytes_per_clock_per_cu": "lds_bytes_per_clock_per_cu",
 }
 CALIBRATION_FROM_PROBE = {"loaded_latency_s": "mlp_latency_s", "mlp_smoothness": "mlp_smoothness",
-                          "mlp_deep_thread_share": "mlp_deep_thread_share"}
+                          "mlp_deep_thread_share": "mlp_deep_thread_share",
+                          "grid_stride_efficiency": "grid_stride_efficiency"}
 
 
 def test_the_h200_constants_are_what_the_committed_probes_give():
@@ -189,3 +198,35 @@ def test_peer_constants_from_a_peer_csv(tmp_path):
     assert c.peer_load_latency_s == pytest.approx(latency)
     assert c.peer_read_bandwidth_bytes_per_s == pytest.approx(link)
     assert c.peer_loaded_latency_s == pytest.approx(latency)  # the latency-bound rows give it back
+
+
+def test_grid_stride_efficiency_is_the_median_time_ratio_of_persistent_copies(tmp_path):
+    tiles = 65536
+    rows = [{"tiles": tiles, "rounds": 0, "programs": tiles, "time_s_median": 100e-6}]
+    rows += [{"tiles": tiles, "rounds": 0, "programs": p, "time_s_median": t}
+             for p, t in ((528, 125e-6), (1056, 110e-6), (2112, 105e-6))]
+    rows.append({"tiles": tiles, "rounds": 128, "programs": 528, "time_s_median": 300e-6})  # compute-bound: not used
+    _write(tmp_path, "grid", rows)
+    c = probes.probe_constants(tmp_path)
+    assert c.grid_stride_efficiency == pytest.approx(100 / 110)
+    assert "3 persistent rounds=0 rows" in c.sources["grid_stride_efficiency"]
+
+
+def test_grid_stride_lowers_only_the_bandwidth_of_grid_stride_programs():
+    from dataclasses import replace
+
+    from hwmodels.calibration import load_calibration
+    from hwmodels.program import Program
+    from hwmodels.roofline import LaunchMode, kernel_time
+    from hwmodels.spec import load_gpu
+    from hwmodels.work import Work
+
+    gpu, calib = load_gpu("h200"), load_calibration("h200")
+    tile = 16384
+    base = Work({}, 1 << 30, 1 << 30, workgroups=1056, threads_per_workgroup=128,
+                program=Program(trips=(1 << 30) // tile // 1056, trip_load_bytes=tile, trip_store_bytes=tile))
+    strided = replace(base, program=replace(base.program, grid_stride=True))
+    plain, walked = (kernel_time(w, gpu, calib, LaunchMode.GRAPH) for w in (base, strided))
+    assert walked.memory_s == pytest.approx(plain.memory_s / calib.grid_stride_efficiency)
+    assert walked.time_s > plain.time_s
+    assert calib.grid_stride_efficiency < 1

@@ -318,7 +318,8 @@ def probe_floor(env: dict, quick: bool) -> list[dict]:
     and `tile_4k_sm` (one program, and one per SM, copying 4 KiB each); `torch_add_256` (an add of 256
     fp32). Every node uses its own addresses and a 256 MiB write flushes L2 before each sample, so the
     loads go to HBM; a sleep kernel ahead of each replay hides the host. `eager` rows: 100 back-to-back
-    launches of the empty kernel with the host's launch cost included, for reference. Decode steps of
+    launches of the empty kernel (and of a PyTorch add) with the host's launch cost included; `eager_hidden`
+    rows: one launch between two events, the host hidden by a sleep ahead (the GPU's own cost of it). Decode steps of
     small batches are chains of such kernels: the model's per-kernel floor and graph-node cost.
     """
     import torch
@@ -431,6 +432,15 @@ def probe_floor(env: dict, quick: bool) -> list[dict]:
     rows.append({"variant": "torch_add_256", "launch_mode": "eager", "nodes": FLOOR_NODES, "programs": 0,
                  "bytes_moved": 3 * 1024, "l2_flushed": False, **summarize(times)})
     print(f"floor torch_add_256 eager: {rows[-1]['time_s_median'] * 1e6:6.2f} us per launch", flush=True)
+    # One eager launch between two events, a sleep kernel queued ahead so the host is hidden: what the GPU itself
+    # spends on a launch outside a graph (the suites' eager rows with host_gaps=hidden are timed this way).
+    hidden = {"empty": (1, 0, lambda: k.empty_kernel[(1,)](src)),
+              "torch_add_256": (0, 3 * 1024, lambda: torch.add(a, b, out=c))}
+    for variant, (programs, moved, launch) in hidden.items():
+        times = bench(launch, 1, hide_host_gaps=True)
+        rows.append({"variant": variant, "launch_mode": "eager_hidden", "nodes": 1, "programs": programs,
+                     "bytes_moved": moved, "l2_flushed": False, **summarize(times)})
+        print(f"floor {variant} eager, host hidden: {rows[-1]['time_s_median'] * 1e6:6.2f} us per launch", flush=True)
     return rows
 
 
