@@ -14,7 +14,6 @@ from typing import ClassVar
 from hwmodels.roofline import default_program
 from hwmodels.spec import load_gpu
 from hwmodels.work import Work
-
 from validation.comparison import Comparison
 from validation.comparison import compare as compare_row
 from validation.suites import EAGER, ELEMENT_BYTES, FP32
