@@ -99,6 +99,9 @@ class GPU:
     launch_eager_gpu_s: float | None = None
     # host cost of one eager launch through Triton's Python launcher; None: `launch_eager_s` (a library op's)
     launch_eager_triton_s: float | None = None
+    # scheduler cycles a conversion or transcendental (the narrow XU/MUFU unit) holds its warp scheduler's issue,
+    # beyond the cycles its unit is busy; None: one, like any instruction
+    xu_issue_cycles: float | None = None
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:

@@ -28,6 +28,8 @@ What each constant is, and its rows:
 - `launch_eager_gpu_s`: one eager launch of the empty kernel between two events, a sleep ahead hiding the host.
 - `grid_stride_efficiency`: the grid probe's copies (no arithmetic): the median, over its persistent grids, of the
   time of one workgroup per tile over that grid's time.
+- `xu_issue_cycles`: the scheduler cycles one conversion (FRND) holds, from a step of one FRND and 16 FFMAs whose
+  issue binds at 8 warps a scheduler.
 - `*_lanes_per_cu`: lane-operations per clock per SM (one SASS instruction on 32 lanes counts 32) of
   FFMA, IMAD, shift/LOP3 and MUFU.EX2 with 8 independent chains per thread and every SM full.
 - `alu_latency_cycles`, `int_latency_cycles`, `sfu_latency_cycles`: one thread's dependent chain of FFMA,
@@ -99,6 +101,7 @@ MLP_FIT_VALUES_PER_THREAD = 8  # rows whose threads hold more issue their loads 
 MMA_DEEP_K = (512, 64)  # one dot this deep, less one this deep: the k loop's step
 MMA_LATENCY_SHAPE = (16, 16, 16, 1)  # m, n, k, num_warps
 BARRIER_WARPS = 4
+NVIDIA_SCHEDULERS_PER_SM = 4  # warp schedulers (SM sub-partitions) of every NVIDIA SM since Volta
 
 
 @dataclass(frozen=True)
@@ -138,6 +141,7 @@ class ProbeConstants:
     mma_latency_cycles: float | None = None
     reduction_latency_cycles: float | None = None
     lds_bytes_per_clock_per_cu: float | None = None
+    xu_issue_cycles: float | None = None
     sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
@@ -452,7 +456,22 @@ def _issue(t: _Table) -> Derived:
              for key, op in ISSUE_LANES.items()]
     parts += [_one(t, key, "cycles_per_op", {"op": op, "mode": "dependent"}, "")
               for key, op in ISSUE_LATENCY.items()]
-    return _merge(*parts)
+    return _merge(*parts, _xu_issue(t))
+
+
+def _xu_issue(t: _Table) -> Derived:
+    """Scheduler cycles one conversion holds: the `frnd_mix` step (one FRND among FFMAs, issue-bound) in cycles of
+    one scheduler per warp (32 lanes a warp instruction, NVIDIA_SCHEDULERS_PER_SM schedulers an SM), less one
+    cycle for each of its FFMAs."""
+    rows = t.select(op="frnd_mix", mode="throughput")
+    if not rows:
+        return {}, {"xu_issue_cycles": f"{t.path.name}: no frnd_mix throughput row"}
+    row = rows[0]
+    instructions = t.num(row, "instructions_per_step")
+    per_step = 32 * NVIDIA_SCHEDULERS_PER_SM * instructions / t.num(row, "ops_per_clock_per_sm")
+    return {"xu_issue_cycles": per_step - (instructions - 1)}, {"xu_issue_cycles": (
+        f"{t.path.name}: op=frnd_mix, mode=throughput: 32 x {NVIDIA_SCHEDULERS_PER_SM} x instructions_per_step / "
+        "ops_per_clock_per_sm, the scheduler's cycles a step, less one for each of the step's FFMAs")}
 
 
 def _mma(t: _Table) -> Derived:
@@ -498,7 +517,8 @@ _DERIVATIONS: dict[str, tuple[Callable[[_Table], Derived], tuple[str, ...], tupl
               ("launch_graph_node_s", "kernel_floor_s", "launch_eager_s", "launch_eager_triton_s",
                "launch_eager_gpu_s", "workgroup_dispatch_s", "hbm_burst_latency_s")),
     "grid": (_grid, ("tiles", "rounds", "programs", "time_s_median"), ("grid_stride_efficiency",)),
-    "issue": (_issue, ("op", "mode", "ops_per_clock_per_sm", "cycles_per_op"), (*ISSUE_LANES, *ISSUE_LATENCY)),
+    "issue": (_issue, ("op", "mode", "ops_per_clock_per_sm", "cycles_per_op"),
+              (*ISSUE_LANES, *ISSUE_LATENCY, "xu_issue_cycles")),
     "mma": (_mma, ("m", "n", "k", "num_warps", "cycles_per_dot"), ("mma_latency_cycles",)),
     "smem": (_smem, ("what", "num_warps", "cycles_per_round", "bytes_per_clock_per_sm"),
              ("shuffle_latency_cycles", "reduction_latency_cycles", "lds_bytes_per_clock_per_cu")),

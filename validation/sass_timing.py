@@ -35,7 +35,7 @@ from __future__ import annotations
 import itertools
 import json
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
@@ -122,6 +122,9 @@ def warp_cycles(gpu: GPU | str, kernel: str, config: str, table: str = "h200",
 
 # Trips of a loop simulated per warp; the last is reported (the first inherits the prologue's barriers).
 _TRIPS = 2
+# A kernel without a loop: runs of its whole code by each warp, back to back (the workgroups that follow each
+# other in a resident slot), their starts staggered; the runs after the first are averaged.
+_RUNS = 4
 
 
 def shared_trip_cycles(gpu: GPU | str, kernel: str, config: str, warps_per_scheduler: float, table: str = "h200",
@@ -135,15 +138,18 @@ def shared_trip_cycles(gpu: GPU | str, kernel: str, config: str, warps_per_sched
     plus their class's latency, `latencies`, classes in `without` at 0; `DEPBAR.LE` waits on the oldest but n).
     An instruction of a math pipe narrower than a warp (`pipe_cycles`: the integer and logic units at half rate,
     conversions and transcendentals at a quarter of that, shuffles) also waits until the pipe is free: the
-    warps of a scheduler share its pipes, so code full of conversions runs slower than its issue count.
-    Among the warps that may issue, the scheduler picks the one that issued least recently (loose round robin,
+    warps of a scheduler share its pipes, so code full of conversions runs slower than its issue count; and a
+    conversion or transcendental holds the scheduler's issue for `issue_cycles` (2.68 measured on the H200,
+    not one). Among the warps that may issue, the scheduler picks the one that issued least recently (loose round robin,
     LRR, not greedy-then-oldest). A fractional count of warps is rounded up (a scheduler with 2.5 warps on
     average is taken to hold 3). All warps start together and issue the main path as `warp_timeline` has it:
     the prologue up to the loop, `_TRIPS` (2) trips of the loop, the rest of the prologue (so barrier state
     crosses both ways). A part ends when the last warp has issued its last instruction and that one's stall
     elapsed; a part's cycles are its end less the end of the part before. The prologue's are the sum over its
     parts; the loop's are those of its last trip: the time for all warps to complete one trip each, in (near)
-    steady state. A loop unrolled in several copies gives the mean over the copies, as `warp_cycles`.
+    steady state. A loop unrolled in several copies gives the mean over the copies, as `warp_cycles`. A kernel
+    without a loop (one tile a workgroup) is run `_RUNS` times back to back by each warp, the warps' starts
+    staggered over one run (`_repeated_run_cycles`): the workgroups resident on a CU did not start together.
     BAR.SYNC costs nothing (as in `warp_cycles`: the warps are not taken to be of one workgroup). With one
     warp this is `warp_cycles` up to the steady state of loop-carried waits (`warp_cycles` iterates it to a
     fixed point, here two trips) and the waits after a loop on its producers (static distances there).
@@ -154,7 +160,7 @@ def shared_trip_cycles(gpu: GPU | str, kernel: str, config: str, warps_per_sched
     latency = latencies(spec)
     latency = tuple(sorted((cls, 0.0 if cls in without else value) for cls, value in latency.items()))
     return _shared_trip_cycles(table, kernel, config, math.ceil(warps_per_scheduler), latency,
-                               tuple(sorted(pipe_cycles(spec).items())))
+                               tuple(sorted(pipe_cycles(spec).items())), tuple(sorted(issue_cycles(spec).items())))
 
 
 # Warp instructions per clock per SM of the pipes the probes did not measure (assumptions, `pipe_cycles`):
@@ -172,9 +178,18 @@ def pipe_cycles(gpu: GPU) -> dict[str, float]:
     return {pipe: max(1.0, round(gpu.wave_size / (n / gpu.simds_per_cu))) for pipe, n in lanes.items()}
 
 
+def issue_cycles(gpu: GPU) -> dict[str, float]:
+    """Cycles an instruction of each pipe holds its scheduler's issue, where more than one: conversions and
+    transcendentals (`GPU.xu_issue_cycles`, measured by the issue probe's `frnd_mix` on the H200)."""
+    if gpu.xu_issue_cycles is None:
+        return {}
+    return {"X": gpu.xu_issue_cycles, "M": gpu.xu_issue_cycles}
+
+
 @cache
 def _shared_trip_cycles(table: str, kernel: str, config: str, warps: int, latency: tuple[tuple[str, float], ...],
-                        occupancy: tuple[tuple[str, float], ...] = ()) -> tuple[float, float]:
+                        occupancy: tuple[tuple[str, float], ...] = (),
+                        issue: tuple[tuple[str, float], ...] = ()) -> tuple[float, float]:
     row, lat = timeline(kernel, config, table), dict(latency)
     prologue = row["prologue"].get("stream", [])
     prologue_pipes = row["prologue"].get("pipes", "")
@@ -182,6 +197,8 @@ def _shared_trip_cycles(table: str, kernel: str, config: str, warps: int, latenc
         raise ValueError(f"the timing table {table}_timing.json has no instruction streams "
                          "(rewrite it: python -m validation.companion.bench sass-counts)")
     copies = row.get("loop_copies") or ([row["loop"]] if row["loop"] else [])
+    if not copies:
+        return _repeated_run_cycles(prologue, prologue_pipes, warps, lat, dict(occupancy), dict(issue)), 0.0
     # The main path as one warp issues it: the prologue up to each copy of the loop, the copy `_TRIPS` times,
     # the rest of the prologue (so the waits after a loop find its producers, as `warp_timeline` has them).
     parts, pipes, kinds, done = [], [], [], 0
@@ -194,7 +211,7 @@ def _shared_trip_cycles(table: str, kernel: str, config: str, warps: int, latenc
     pipes.append(prologue_pipes[done:])
     kinds.append("prologue")
     known = all(len(p) == len(q) for p, q in zip(pipes, parts, strict=True))
-    ends = issue_streams(parts, warps, lat, pipes if known else None, dict(occupancy))
+    ends = issue_streams(parts, warps, lat, pipes if known else None, dict(occupancy), dict(issue))
     spans = [end - start for start, end in zip([0.0, *ends], ends, strict=False)]
     prologue_cycles = sum(span for span, kind in zip(spans, kinds, strict=True) if kind == "prologue")
     # a copy's trip: its `_TRIPS` trips over all warps, averaged (warps that run ahead into the next trip while
@@ -206,19 +223,37 @@ def _shared_trip_cycles(table: str, kernel: str, config: str, warps: int, latenc
     return prologue_cycles, (sum(per_copy.values()) / len(per_copy) if per_copy else 0.0)
 
 
+def _repeated_run_cycles(stream: list, pipes: str, warps: int, latency: Mapping[str, float],
+                         occupancy: Mapping[str, float], issue: Mapping[str, float]) -> float:
+    """Cycles per run of a kernel without a loop when each of `warps` warps runs it `_RUNS` times back to back,
+    the warps' first runs staggered evenly over one warp's run alone (the workgroups resident on a CU started
+    at different times: their conversions and their integer work interleave instead of contending in step);
+    the mean span of the runs after the first."""
+    known = len(pipes) == len(stream)
+    alone = issue_streams([stream], 1, latency, [pipes] if known else None, occupancy, issue)[0]
+    starts = [alone * w / warps for w in range(warps)]
+    ends = issue_streams([stream] * _RUNS, warps, latency, [pipes] * _RUNS if known else None, occupancy, issue,
+                         starts)
+    return (ends[-1] - ends[0]) / (_RUNS - 1)
+
+
 def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float], pipes: list[str] | None = None,
-                  occupancy: Mapping[str, float] | None = None) -> list[float]:
+                  occupancy: Mapping[str, float] | None = None, issue: Mapping[str, float] | None = None,
+                  starts: Sequence[float] | None = None) -> list[float]:
     """`warps` warps issuing the instruction streams `parts` one after the other on one scheduler
     (`shared_trip_cycles` says how); per part, the cycle at which the last warp has finished it (issued its last
     instruction and that instruction's stall elapsed; the end of the part before for an empty part). With
     `pipes` (per part, one character per instruction: `validation.companion.bench.sass.pipe_of`) an instruction
-    also waits for its pipe, which each issue holds for `occupancy[pipe]` cycles (a scheduler's warps share it).
+    also waits for its pipe, which each issue holds for `occupancy[pipe]` cycles (a scheduler's warps share it),
+    and holds the scheduler for `issue[pipe]` cycles (one where not given) before it issues the next. `starts`:
+    the cycle each warp may issue its first instruction (all at 0 when not given).
 
     An instruction is [stall, wait_mask, write_barrier, class[, read_barrier[, special]]] (`_compact` of
     `validation.companion.bench.sass`)."""
     stream = [ins for part in parts for ins in part]
     pipe_of = "".join(pipes) if pipes else "-" * len(stream)
     hold = [(occupancy or {}).get(p, 1.0) for p in pipe_of]
+    busy = [(issue or {}).get(p, 1.0) for p in pipe_of]
     free: dict[str, float] = {}  # per pipe: the cycle it takes its next instruction
     bounds = list(itertools.accumulate(len(part) for part in parts))
     read_latency = latency.get("operand_read", 0.0)
@@ -263,7 +298,7 @@ def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float], p
         return earliest
 
     for w in active:
-        ready[w] = wait(w, 0.0)
+        ready[w] = wait(w, starts[w] if starts else 0.0)
     def pipe_free(i: int) -> float:
         return free.get(pipe_of[i], 0.0) if hold[i] > 1 else 0.0
 
@@ -289,7 +324,7 @@ def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float], p
             ready[pick] = wait(pick, t + stall)
         else:
             active.remove(pick)
-        t += 1
+        t += busy[i]
     for w in range(warps):  # an empty part ends where the one before it did
         for p in range(1, len(parts)):
             if bounds[p] == bounds[p - 1]:

@@ -105,6 +105,9 @@ def test_table_constants_and_missing_probes(tmp_path):
     for op, lanes, lat in (("fp32_fma", 126, 4.1), ("int32_mad", 63, 4.5), ("bit", 60, 2.2), ("exp2", 15.8, 18)):
         issue.append({"op": op, "mode": "throughput", "ops_per_clock_per_sm": lanes})
         issue.append({"op": op, "mode": "dependent", "cycles_per_op": lat})
+    # one FRND among 16 FFMAs: 17 instructions in 19 scheduler cycles (128 lane-ops a clock per SM over 17 x 128 / 19)
+    issue.append({"op": "frnd_mix", "mode": "throughput", "instructions_per_step": 17,
+                  "ops_per_clock_per_sm": 128 * 17 / 19})
     _write(tmp_path, "issue", issue)
     _write(tmp_path, "mma", [{"m": 16, "n": 16, "k": 16, "num_warps": 1, "cycles_per_dot": 33},
                              {"m": 64, "n": 64, "k": 16, "num_warps": 4, "cycles_per_dot": 20}])
@@ -118,11 +121,12 @@ def test_table_constants_and_missing_probes(tmp_path):
     assert c.hbm_burst_latency_s == pytest.approx(0.7e-6)  # every SM's tile copy less one alone
     assert (c.fp32_lanes_per_cu, c.int32_lanes_per_cu, c.bit_lanes_per_cu, c.sfu_lanes_per_cu) == (126, 63, 60, 15.8)
     assert (c.alu_latency_cycles, c.int_latency_cycles, c.sfu_latency_cycles) == (4.1, 4.5, 18)
+    assert c.xu_issue_cycles == pytest.approx(3.0)  # 19 cycles a step less 16 for its FFMAs
     assert (c.mma_latency_cycles, c.reduction_latency_cycles, c.lds_bytes_per_clock_per_cu) == (33, 120, 90)
     # No latency, mlp or l2 CSV here: those constants are None and say why.
     assert c.dram_latency_s is None and "probe_latency.csv not found" in c.sources["dram_latency_s"]
     rows = probes.summary(tmp_path)
-    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 33
+    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 34
     assert c.grid_stride_efficiency is None and "probe_grid.csv not found" in c.sources["grid_stride_efficiency"]
     assert all(r[2] for r in rows)  # every constant has a note, set or not
     assert "kernel_floor_s" in probes.format_summary(rows)
@@ -162,7 +166,7 @@ SPEC_FROM_PROBE = {
     "shuffle_latency_cycles": "shuffle_latency_cycles", "reduction_latency_cycles": "reduction_latency_cycles",
     "fp32_lanes_per_cu": "fp32_lanes_per_cu", "int32_lanes_per_cu": "int32_lanes_per_cu",
     "bit_lanes_per_cu": "bit_lanes_per_cu", "sfu_lanes_per_cu": "sfu_lanes_per_cu",
-    "lds_bytes_per_clock_per_cu": "lds_bytes_per_clock_per_cu",
+    "lds_bytes_per_clock_per_cu": "lds_bytes_per_clock_per_cu", "xu_issue_cycles": "xu_issue_cycles",
 }
 CALIBRATION_FROM_PROBE = {"loaded_latency_s": "mlp_latency_s", "mlp_smoothness": "mlp_smoothness",
                           "mlp_deep_thread_share": "mlp_deep_thread_share",

@@ -90,6 +90,8 @@ def _issue_inputs(op: str, n: int, rng: torch.Generator):
                                                            float(torch.randn(1, generator=rng))])
     if op == "exp2":
         return torch.rand(n, generator=rng) * 4 - 2, torch.randn(2, generator=rng)
+    if op == "frnd_mix":  # fractional values: the first floor rounds them; a = 1, b = 1/2 keep every step exact
+        return torch.randn(n, generator=rng) * 1000, torch.tensor([1.0, 0.5])
     x = torch.randint(-(2**31), 2**31 - 1, (n,), generator=rng, dtype=torch.int64).to(torch.int32)
     coef = torch.randint(3, 2**20, (2,), generator=rng, dtype=torch.int64).to(torch.int32)
     return x, coef

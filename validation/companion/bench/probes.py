@@ -18,7 +18,8 @@ about 1-2 s per distinct kernel configuration; ~30 configurations in all):
 - mlp (~25 s): read bandwidth per SM against bytes in flight per SM: latency under load and per-SM cap.
 - l2 (~8 s): bandwidth of repeated reads of a footprint: the L2 plateau and where reuse falls out of L2.
 - floor (~5 s): per-node time of tiny kernels in a CUDA graph: the launch floor and one DRAM round trip.
-- issue (~18 s): issue rate and dependent latency of FFMA, IMAD, shift/LOP3 and MUFU.EX2.
+- issue (~20 s): issue rate and dependent latency of FFMA, IMAD, shift/LOP3 and MUFU.EX2, and the issue rate of
+  one FRND.FLOOR among 16 FFMAs (what a conversion costs the scheduler's issue).
 - mma (~8 s): latency of a dependent chain of `tl.dot` (mma.sync, wgmma).
 - smem (~6 s): a cross-warp reduction's round trip, and shared-memory bandwidth of a layout conversion.
 
@@ -526,6 +527,9 @@ def _issue_inputs(op: str, n: int):
     if op in ("fp32_fma", "exp2"):
         x = torch.rand(n, device=DEVICE) * 2 - 0.5
         coef = torch.tensor([0.9, 0.1], device=DEVICE)
+    elif op == "frnd_mix":  # whole numbers as fp32: the floor keeps them, the multiply-adds add halves
+        x = torch.randint(-(2**20), 2**20, (n,), device=DEVICE).to(torch.float32)
+        coef = torch.tensor([1.0, 0.5], device=DEVICE)
     else:
         x = torch.randint(-(2**31), 2**31 - 1, (n,), device=DEVICE, dtype=torch.int64).to(torch.int32)
         coef = torch.tensor([1_103_515_245, 12_345], device=DEVICE, dtype=torch.int32)
@@ -540,7 +544,9 @@ def probe_issue(env: dict, quick: bool) -> list[dict]:
     LOP3, so its chain is two instructions long. `throughput`: 8 independent chains per thread, 8 warps
     per program, 4 programs per SM (32 warps): lane-ops per clock per SM = the SM's instructions x 32 /
     the SM's span. The model uses the rates for compute-bound elementwise and epilogue work and the
-    latencies for the serial chains (recurrences, reductions) that occupancy cannot hide.
+    latencies for the serial chains (recurrences, reductions) that occupancy cannot hide. `frnd_mix` (one
+    FRND.FLOOR and 16 FFMAs a step) is issue-bound at 8 warps a scheduler: its cycles a step beyond 16 are
+    what one conversion holds the scheduler's issue.
     """
     import torch
 
@@ -549,7 +555,7 @@ def probe_issue(env: dict, quick: bool) -> list[dict]:
     from validation.measure_output import summarize
 
     sm = env["sm_count"]
-    critical = {"fp32_fma": 1, "int32_mad": 1, "bit": 2, "exp2": 1}  # instructions on a chain per step
+    critical = {"fp32_fma": 1, "int32_mad": 1, "bit": 2, "exp2": 1, "frnd_mix": k.MIX_FFMA + 2}  # a step's chain
     rows = []
     for op in ISSUE_OPS_QUICK if quick else tuple(k.ISSUE_OPS):
         for mode in ("dependent", "throughput"):

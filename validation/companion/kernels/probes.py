@@ -23,9 +23,13 @@ import triton.language as tl
 
 # Operation kinds of the issue probe (constexpr OP) and the SASS instructions one step of each issues
 # per element (sm_90, checked on the compiled kernels): FFMA; IMAD; two SHF.R + one LOP3 (the two xors fuse
-# into one three-input LOP3); MUFU.EX2 (the negation is an operand modifier).
-ISSUE_OPS = {"fp32_fma": 0, "int32_mad": 1, "bit": 2, "exp2": 3}
-INSTRUCTIONS_PER_STEP = {"fp32_fma": 1, "int32_mad": 1, "bit": 3, "exp2": 1}
+# into one three-input LOP3); MUFU.EX2 (the negation is an operand modifier); `frnd_mix`: one FRND.FLOOR
+# among MIX_FFMA + 1 FFMAs, so the scheduler's issue binds, not the conversion unit: what a conversion costs
+# the issue slots beyond its one cycle.
+ISSUE_OPS = {"fp32_fma": 0, "int32_mad": 1, "bit": 2, "exp2": 3, "frnd_mix": 4}
+MIX_FFMA = 15
+_MIX_FFMA = tl.constexpr(MIX_FFMA)  # the same, readable inside a kernel
+INSTRUCTIONS_PER_STEP = {"fp32_fma": 1, "int32_mad": 1, "bit": 3, "exp2": 1, "frnd_mix": MIX_FFMA + 2}
 ISSUE_UNROLL = 16  # steps per loop trip, so the loop's own counter, compare and branch cost < 2 % of issue slots
 CACHE_LINE_BYTES = 128
 
@@ -176,8 +180,12 @@ def _step(x, a, b, OP: tl.constexpr):
         y = x * a + b
     elif OP == 2:  # xor-shift: two shifts and one three-input xor (an invertible map: never collapses to 0)
         y = (x ^ (x >> 7)) ^ (x >> 3)
-    else:  # exp2 of the negation: stays in (0, 1), converges to x = 2^-x
+    elif OP == 3:  # exp2 of the negation: stays in (0, 1), converges to x = 2^-x
         y = tl.exp2(-x)
+    else:  # floor of a multiply-add, then MIX_FFMA multiply-adds (a = 1, b = 1/2: whole numbers step up by 8)
+        y = tl.floor(x * a + b)
+        for _ in tl.static_range(_MIX_FFMA):
+            y = y * a + b
     return y
 
 
@@ -207,6 +215,13 @@ def issue_kernel(x_ptr, coef_ptr, out_ptr, clk_ptr, trips, OP: tl.constexpr, CHA
 
 def issue_ref(op: str, x: np.ndarray, a, b, steps: int) -> np.ndarray:
     """The issue kernel's result after `steps` steps: float64 for the float ops, exact wrapping int32 else."""
+    if op == "frnd_mix":
+        y = x.astype(np.float64)
+        for _ in range(steps):
+            y = np.floor(y * float(a) + float(b))
+            for _ in range(MIX_FFMA):
+                y = y * float(a) + float(b)
+        return y
     if op in ("fp32_fma", "exp2"):
         y = x.astype(np.float64)
         for _ in range(steps):
