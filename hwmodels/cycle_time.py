@@ -69,13 +69,13 @@ def loaded_rate(in_flight_bytes: float, latency_s: float, cap_bytes_per_s: float
 
 
 def moved(program: Program, gpu: GPU) -> Program:
-    """The program with its short rows' setup loads and trip stores in the whole sectors memory moves them in
-    (`Program.sector_factor`); idempotent."""
-    factor = program.sector_factor(gpu)
-    if factor == 1.0:
+    """The program with its short rows' setup loads and trip stores in the whole pieces memory moves them in
+    (`Program.load_sector_factor`, `Program.sector_factor`); idempotent."""
+    loads, stores = program.load_sector_factor(gpu), program.sector_factor(gpu)
+    if loads == stores == 1.0:
         return program
-    return replace(program, setup_load_bytes=program.setup_load_bytes * factor,
-                   trip_store_bytes=program.trip_store_bytes * factor, row_run_bytes=0.0)
+    return replace(program, setup_load_bytes=program.setup_load_bytes * loads,
+                   trip_store_bytes=program.trip_store_bytes * stores, row_run_bytes=0.0)
 
 
 def from_l2(program: Program, gpu: GPU, curve: MemoryCurve, hbm_bytes_per_s: float,

@@ -135,11 +135,22 @@ class Program:
     grid_stride: bool = False
 
     def sector_factor(self, gpu: GPU) -> float:
-        """Bytes moved per useful byte of its short rows: whole sectors (`GPU.memory_sector_bytes`) for each."""
+        """Bytes stored per useful byte of its short rows: whole sectors (`GPU.memory_sector_bytes`) for each, and a
+        partly written sector costs `GPU.partial_sector_store_factor` times a whole one (it is read to merge)."""
         if self.row_run_bytes <= 0:
             return 1.0
         sector = gpu.memory_sector_bytes
-        return -(-self.row_run_bytes // sector) * sector / self.row_run_bytes
+        whole = -(-self.row_run_bytes // sector) * sector / self.row_run_bytes
+        partial = self.row_run_bytes % sector and gpu.partial_sector_store_factor is not None
+        return whole * (gpu.partial_sector_store_factor if partial else 1.0)
+
+    def load_sector_factor(self, gpu: GPU) -> float:
+        """Bytes HBM moves per useful byte of its short rows' loads: whole granules of `GPU.dram_load_granule_bytes`
+        (the memory sector where not measured) for each."""
+        if self.row_run_bytes <= 0:
+            return 1.0
+        granule = gpu.dram_load_granule_bytes or gpu.memory_sector_bytes
+        return -(-self.row_run_bytes // granule) * granule / self.row_run_bytes
 
     def in_l2(self, gpu: GPU) -> bool:
         """Whether the trips' loads hit L2: all of them are what the launch before wrote, and that fits in L2

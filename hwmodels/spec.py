@@ -102,6 +102,11 @@ class GPU:
     # scheduler cycles a conversion or transcendental (the narrow XU/MUFU unit) holds its warp scheduler's issue,
     # beyond the cycles its unit is busy; None: one, like any instruction
     xu_issue_cycles: float | None = None
+    # bytes HBM moves for a short row's load (a few bytes cost as much as this many); None: memory_sector_bytes
+    dram_load_granule_bytes: float | None = None
+    # a store that writes part of a memory sector costs this many times a whole sector's (read, merged, written);
+    # None: the same as a whole one
+    partial_sector_store_factor: float | None = None
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:

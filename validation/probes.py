@@ -26,6 +26,9 @@ What each constant is, and its rows:
 - `launch_eager_s`, `launch_eager_triton_s`: the host's cost per eager launch, back to back, of a PyTorch op
   (`torch.add` of 256 fp32) and of an empty kernel through Triton's launcher.
 - `launch_eager_gpu_s`: one eager launch of the empty kernel between two events, a sleep ahead hiding the host.
+- `dram_load_granule_bytes`, `partial_sector_store_factor`: the first 4 to 128 bytes of every 512-byte row of
+  1 GiB, loaded or stored: the largest row whose load costs what the shortest's does, and what a store of part
+  of a 32-byte sector costs over a whole sector's.
 - `grid_stride_efficiency`: the grid probe's copies (no arithmetic): the median, over its persistent grids, of the
   time of one workgroup per tile over that grid's time.
 - `xu_issue_cycles`: the scheduler cycles one conversion (FRND) holds, from a step of one FRND and 16 FFMAs whose
@@ -75,6 +78,7 @@ _OWN_COLUMNS = {
     "peer": (("what", "location", "grid", "block_elems", "num_warps", "footprint_bytes", "steps", "bytes_in_flight"),
              ("ns_per_load", "bytes_per_s")),
     "grid": (("tiles", "block_elems", "num_warps", "rounds", "programs", "bytes_per_sample"), ("bytes_per_s",)),
+    "rows": (("mode", "row_bytes", "pitch_bytes", "rows", "num_warps", "bytes_per_sample"), ("bytes_per_s",)),
 }
 MULTI_GPU_PROBES = ("peer",)  # recorded on two GPUs of one host (data/<gpu>x2/), skipped on one
 PROBES = tuple(_OWN_COLUMNS)
@@ -142,6 +146,8 @@ class ProbeConstants:
     reduction_latency_cycles: float | None = None
     lds_bytes_per_clock_per_cu: float | None = None
     xu_issue_cycles: float | None = None
+    dram_load_granule_bytes: float | None = None
+    partial_sector_store_factor: float | None = None
     sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
@@ -505,6 +511,37 @@ def _smem(t: _Table) -> Derived:
     )
 
 
+ROWS_FLAT = 1.10  # a row size whose load takes at most this many times the shortest's costs the same granule
+STORE_SECTOR_BYTES = 32  # the memory sector (`GPU.memory_sector_bytes`) whose partial stores the rows probe prices
+
+
+def _rows(t: _Table) -> Derived:
+    """Short rows: the largest row size whose load time stays within ROWS_FLAT of the shortest row's (HBM moves at
+    least that much for any load); and the median, over stores of less than a sector, of their time over a whole
+    sector's store (the partial sector is read to be merged)."""
+    name = t.path.name
+    loads = sorted((t.num(r, "row_bytes"), t.num(r, "time_s_median")) for r in t.select(mode="load"))
+    stores = {t.num(r, "row_bytes"): t.num(r, "time_s_median") for r in t.select(mode="store")}
+    values: dict[str, float | None] = {}
+    notes = {}
+    if len(loads) >= 2:
+        shortest = loads[0][1]
+        values["dram_load_granule_bytes"] = max(b for b, s in loads if s <= ROWS_FLAT * shortest)
+        notes["dram_load_granule_bytes"] = (f"{name}: the largest row_bytes of the mode=load rows whose time_s_median "
+                                            f"is within {ROWS_FLAT:g} x the shortest row's")
+    else:
+        notes["dram_load_granule_bytes"] = f"{name}: needs two mode=load rows"
+    partial = [s / stores[STORE_SECTOR_BYTES] for b, s in stores.items() if b < STORE_SECTOR_BYTES]
+    if partial and STORE_SECTOR_BYTES in stores:
+        values["partial_sector_store_factor"] = _median(partial)
+        notes["partial_sector_store_factor"] = (f"{name}: median over the mode=store rows of fewer than "
+                                                f"{STORE_SECTOR_BYTES} row_bytes of time_s_median over the "
+                                                f"{STORE_SECTOR_BYTES}-byte row's")
+    else:
+        notes["partial_sector_store_factor"] = f"{name}: needs store rows below and at {STORE_SECTOR_BYTES} bytes"
+    return values, notes
+
+
 # probe -> (derivation, columns it reads, constants it sets)
 _DERIVATIONS: dict[str, tuple[Callable[[_Table], Derived], tuple[str, ...], tuple[str, ...]]] = {
     "latency": (_latency, ("footprint_bytes", "ns_per_load"), ("dram_latency_s", "l2_latency_s")),
@@ -517,6 +554,7 @@ _DERIVATIONS: dict[str, tuple[Callable[[_Table], Derived], tuple[str, ...], tupl
               ("launch_graph_node_s", "kernel_floor_s", "launch_eager_s", "launch_eager_triton_s",
                "launch_eager_gpu_s", "workgroup_dispatch_s", "hbm_burst_latency_s")),
     "grid": (_grid, ("tiles", "rounds", "programs", "time_s_median"), ("grid_stride_efficiency",)),
+    "rows": (_rows, ("mode", "row_bytes", "time_s_median"), ("dram_load_granule_bytes", "partial_sector_store_factor")),
     "issue": (_issue, ("op", "mode", "ops_per_clock_per_sm", "cycles_per_op"),
               (*ISSUE_LANES, *ISSUE_LATENCY, "xu_issue_cycles")),
     "mma": (_mma, ("m", "n", "k", "num_warps", "cycles_per_dot"), ("mma_latency_cycles",)),

@@ -143,14 +143,21 @@ def test_an_unpipelined_grid_runs_its_first_trip_in_lockstep_then_drifts():
 
 
 def test_short_rows_move_whole_sectors():
-    # a 4-column fp32 tile of a row-major state: 16-byte rows in 32-byte sectors move twice their bytes
+    # a 4-column fp32 tile of a row-major state: its 16-byte rows are stored in 32-byte sectors, each partly
+    # written one read to be merged (the rows probe: 1.79 x a whole sector's store), and loaded in 64-byte granules
     narrow = Program(trips=4, trip_load_bytes=1024, trip_store_bytes=2048, setup_load_bytes=2048,
                      trip_instructions=100, row_run_bytes=16)
-    assert narrow.sector_factor(H200) == 2.0 and replace(narrow, row_run_bytes=64).sector_factor(H200) == 1.0
-    assert replace(narrow, row_run_bytes=48).sector_factor(H200) == pytest.approx(64 / 48)
-    wide = replace(narrow, row_run_bytes=0, setup_load_bytes=4096, trip_store_bytes=4096)
+    partial = H200.partial_sector_store_factor
+    assert narrow.sector_factor(H200) == pytest.approx(2.0 * partial)
+    assert replace(narrow, row_run_bytes=64).sector_factor(H200) == 1.0  # whole sectors: no merge
+    assert replace(narrow, row_run_bytes=48).sector_factor(H200) == pytest.approx(64 / 48 * partial)
+    assert narrow.load_sector_factor(H200) == 64 / 16 and replace(narrow, row_run_bytes=128).load_sector_factor(
+        H200) == 1.0
+    moved_narrow = replace(narrow, row_run_bytes=0, setup_load_bytes=2048 * 4, trip_store_bytes=2048 * 2 * partial)
     assert workgroup_s(narrow, H200, 8, 4, 132, CURVE, HBM) == pytest.approx(
-        workgroup_s(wide, H200, 8, 4, 132, CURVE, HBM))
+        workgroup_s(moved_narrow, H200, 8, 4, 132, CURVE, HBM))
+    wide = replace(moved_narrow, setup_load_bytes=2048, trip_store_bytes=2048)
+    assert workgroup_s(wide, H200, 8, 4, 132, CURVE, HBM) < workgroup_s(narrow, H200, 8, 4, 132, CURVE, HBM)
 
 
 def test_without_a_dispatcher_an_irregular_grid_gets_two_lower_bounds():

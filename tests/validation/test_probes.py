@@ -126,7 +126,7 @@ def test_table_constants_and_missing_probes(tmp_path):
     # No latency, mlp or l2 CSV here: those constants are None and say why.
     assert c.dram_latency_s is None and "probe_latency.csv not found" in c.sources["dram_latency_s"]
     rows = probes.summary(tmp_path)
-    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 34
+    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 36
     assert c.grid_stride_efficiency is None and "probe_grid.csv not found" in c.sources["grid_stride_efficiency"]
     assert all(r[2] for r in rows)  # every constant has a note, set or not
     assert "kernel_floor_s" in probes.format_summary(rows)
@@ -171,6 +171,8 @@ SPEC_FROM_PROBE = {
 CALIBRATION_FROM_PROBE = {"loaded_latency_s": "mlp_latency_s", "mlp_smoothness": "mlp_smoothness",
                           "mlp_deep_thread_share": "mlp_deep_thread_share",
                           "grid_stride_efficiency": "grid_stride_efficiency"}
+SPEC_FROM_PROBE.update({"dram_load_granule_bytes": "dram_load_granule_bytes",
+                        "partial_sector_store_factor": "partial_sector_store_factor"})
 
 
 def test_the_h200_constants_are_what_the_committed_probes_give():
@@ -234,3 +236,14 @@ def test_grid_stride_lowers_only_the_bandwidth_of_grid_stride_programs():
     assert walked.memory_s == pytest.approx(plain.memory_s / calib.grid_stride_efficiency)
     assert walked.time_s > plain.time_s
     assert calib.grid_stride_efficiency < 1
+
+
+def test_rows_give_the_load_granule_and_the_partial_store_cost(tmp_path):
+    loads = {4: 48e-6, 8: 48.5e-6, 16: 48.4e-6, 32: 48e-6, 64: 46e-6, 128: 62e-6}
+    stores = {4: 126e-6, 8: 125e-6, 16: 125e-6, 32: 70e-6, 64: 72e-6, 128: 80e-6}
+    rows = [{"mode": "load", "row_bytes": b, "time_s_median": t} for b, t in loads.items()]
+    rows += [{"mode": "store", "row_bytes": b, "time_s_median": t} for b, t in stores.items()]
+    _write(tmp_path, "rows", rows)
+    c = probes.probe_constants(tmp_path)
+    assert c.dram_load_granule_bytes == 64  # flat to 64 bytes, 62 us at 128
+    assert c.partial_sector_store_factor == pytest.approx(125e-6 / 70e-6)

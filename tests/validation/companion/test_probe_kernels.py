@@ -164,3 +164,25 @@ def test_transpose_chain_matches_float64(rng, device):
         ref = k.transpose_chain_ref(x[p].numpy(), c.numpy(), rounds)
         np.testing.assert_allclose(out[p].cpu().double().numpy(), ref, rtol=1e-5, atol=1e-6)
     _clock_ok(clk, programs)
+
+
+@pytest.mark.parametrize("r", [1, 4, 8])
+def test_row_slice_loads_sum_the_first_values_of_each_row(rng, device, r):
+    pitch, rows, grid = 16, 8, 3
+    src = torch.rand(grid * rows * pitch, generator=rng) + 0.5
+    dst = torch.zeros(grid * rows * pitch).to(device)
+    k.row_slice_kernel[(grid,)](src.to(device), dst, PITCH=pitch, R=r, ROWS=rows, STORE=0)
+    want = k.row_slice_reference(src.numpy(), pitch, r, rows)
+    np.testing.assert_allclose(dst[:grid].cpu().numpy().astype(np.float64), want, rtol=1e-5)
+    assert np.all(dst[grid:].cpu().numpy() == 0)  # one sum per program, nothing else written
+
+
+def test_row_slice_stores_touch_only_the_first_values_of_each_row(rng, device):
+    pitch, rows, grid, r = 16, 8, 3, 4
+    dst = (torch.rand(grid * rows * pitch, generator=rng) + 0.5).to(device)
+    before = dst.cpu().clone().view(grid, rows, pitch)
+    k.row_slice_kernel[(grid,)](dst, dst, PITCH=pitch, R=r, ROWS=rows, STORE=1)
+    after = dst.cpu().view(grid, rows, pitch)
+    want = torch.arange(1, grid + 1, dtype=torch.float32)[:, None, None].expand(grid, rows, r)
+    assert torch.equal(after[:, :, :r], want)
+    assert torch.equal(after[:, :, r:], before[:, :, r:])

@@ -856,9 +856,66 @@ def probe_grid(env: dict, quick: bool) -> list[dict]:
     return rows
 
 
+ROWS_PITCH_BYTES = 512  # rows this far apart: every row in its own 128-byte line, neighbours in one DRAM page
+ROWS_FOOTPRINT = 1 << 30  # bytes of rows (2 Mi rows): far above L2
+ROWS_PER_PROGRAM = 256
+ROWS_WARPS = 4
+ROWS_BYTES = (4, 8, 16, 32, 64, 128)  # bytes touched at the start of each row; 128: a whole line
+
+
+def probe_rows(env: dict, quick: bool) -> list[dict]:
+    """How many bytes HBM moves for a short row: the first 4 to 128 bytes of every 512-byte row of 1 GiB, loaded
+    (and summed) or stored, by one program per 256 rows (`row_slice_kernel`, 4 warps). Time against the row's
+    bytes: flat below the memory's access granularity, proportional above it. The model charges short rows (a
+    recurrence's state tile, `Program.row_run_bytes`) whole pieces of that size. Eager launches, host hidden."""
+    import numpy as np
+    import torch
+
+    from validation.companion.bench.timing import DEVICE, bench
+    from validation.companion.kernels import probes as k
+    from validation.measure_output import summarize
+
+    pitch = ROWS_PITCH_BYTES // 4
+    n_rows = ROWS_FOOTPRINT // ROWS_PITCH_BYTES
+    grid = n_rows // ROWS_PER_PROGRAM
+    src = torch.rand(n_rows * pitch, device=DEVICE) + 0.5  # never zero
+    dst = torch.empty(n_rows * pitch, device=DEVICE)
+    rows = []
+    for mode, store in (("load", 0), ("store", 1)):
+        for row_bytes in (ROWS_BYTES[::2] if quick else ROWS_BYTES):
+            r = row_bytes // 4
+
+            def launch(r=r, store=store) -> None:
+                k.row_slice_kernel[(grid,)](src, dst, PITCH=pitch, R=r, ROWS=ROWS_PER_PROGRAM, STORE=store,
+                                            num_warps=ROWS_WARPS)
+
+            dst.zero_()
+            launch()
+            torch.cuda.synchronize()
+            if store:
+                view = dst.view(grid, ROWS_PER_PROGRAM, pitch)
+                want = torch.arange(1, grid + 1, device=DEVICE, dtype=torch.float32)[:, None, None]
+                if not torch.equal(view[:, :, :r], want.expand(-1, ROWS_PER_PROGRAM, r)) or view[:, :, r:].any():
+                    raise ProbeError(f"rows probe: store of {row_bytes} B rows wrong")
+            else:
+                got = dst[:grid].double().cpu().numpy()
+                want = k.row_slice_reference(src.cpu().numpy(), pitch, r, ROWS_PER_PROGRAM)
+                if not np.allclose(got, want, rtol=1e-4):
+                    raise ProbeError(f"rows probe: sum of {row_bytes} B rows wrong")
+            stats = summarize(bench(launch, 1, hide_host_gaps=True))
+            useful = n_rows * row_bytes
+            rows.append({"mode": mode, "row_bytes": row_bytes, "pitch_bytes": ROWS_PITCH_BYTES, "rows": n_rows,
+                         "num_warps": ROWS_WARPS, "bytes_per_sample": useful, **stats,
+                         "bytes_per_s": useful / stats["time_s_median"]})
+            print(f"rows {mode:5} {row_bytes:4} B of {ROWS_PITCH_BYTES} B: {stats['time_s_median'] * 1e6:8.2f} us "
+                  f"({rows[-1]['bytes_per_s'] / 1e12:5.2f} TB/s useful)", flush=True)
+    return rows
+
+
 PROBE_FUNCTIONS: dict[str, Callable[[dict, bool], list[dict]]] = {
     "latency": probe_latency, "mlp": probe_mlp, "l2": probe_l2, "floor": probe_floor, "issue": probe_issue,
     "mma": probe_mma, "smem": probe_smem, "clock": probe_clock, "peer": probe_peer, "grid": probe_grid,
+    "rows": probe_rows,
 }
 if tuple(PROBE_FUNCTIONS) != spec.PROBES:
     raise RuntimeError(f"bench probes {tuple(PROBE_FUNCTIONS)} differ from validation.probes.PROBES {spec.PROBES}")

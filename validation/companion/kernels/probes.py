@@ -163,6 +163,26 @@ def tile_work_kernel(src_ptr, dst_ptr, n_tiles, BLOCK: tl.constexpr, ROUNDS: tl.
         tl.store(dst_ptr + offs, x)
 
 
+@triton.jit
+def row_slice_kernel(src_ptr, dst_ptr, PITCH: tl.constexpr, R: tl.constexpr, ROWS: tl.constexpr,
+                     STORE: tl.constexpr):
+    """Program p touches the first R fp32 of each of rows p * ROWS ... (p + 1) * ROWS - 1, rows PITCH fp32 apart:
+    STORE = 0 loads them and writes their sum to dst[p]; STORE = 1 writes p + 1 into them (no load)."""
+    p = tl.program_id(0)
+    rows = p.to(tl.int64) * ROWS + tl.arange(0, ROWS)
+    offs = rows[:, None] * PITCH + tl.arange(0, R)[None, :]
+    if STORE:
+        tl.store(dst_ptr + offs, tl.full([ROWS, R], 1.0, tl.float32) * (p + 1).to(tl.float32))
+    else:
+        tl.store(dst_ptr + p, tl.sum(tl.sum(tl.load(src_ptr + offs), axis=1), axis=0))
+
+
+def row_slice_reference(src: np.ndarray, pitch: int, r: int, rows: int) -> np.ndarray:
+    """What `row_slice_kernel` writes in load mode (float64): per program, the sum of its rows' first r values."""
+    grid = src.size // (pitch * rows)
+    return src[: grid * rows * pitch].reshape(grid, rows, pitch)[:, :, :r].astype(np.float64).sum(axis=(1, 2))
+
+
 def tile_work_reference(src, rounds: int):
     """What `tile_work_kernel` writes, computed in float64 (x -> 0.75 x + 0.25, `rounds` times)."""
     x = src.double()
