@@ -282,7 +282,8 @@ def test_a_conversion_holds_the_scheduler_for_its_issue_cycles():
     assert plain == pytest.approx(8 * 17, abs=2)
     assert held == pytest.approx(8 * 19, abs=3)
     h200 = load_gpu("h200")
-    assert issue_cycles(h200) == {"X": h200.xu_issue_cycles, "M": h200.xu_issue_cycles}
+    assert issue_cycles(h200) == {"X": h200.xu_issue_cycles, "M": h200.xu_issue_cycles, "S": h200.shfl_issue_cycles}
+    assert issue_cycles(load_gpu("mi355x")) == {}  # not measured there: one cycle, like any instruction
 
 
 def test_staggered_starts_let_warps_interleave_their_conversions():

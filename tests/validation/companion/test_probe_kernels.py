@@ -186,3 +186,16 @@ def test_row_slice_stores_touch_only_the_first_values_of_each_row(rng, device):
     want = torch.arange(1, grid + 1, dtype=torch.float32)[:, None, None].expand(grid, rows, r)
     assert torch.equal(after[:, :, :r], want)
     assert torch.equal(after[:, :, r:], before[:, :, r:])
+
+
+def test_shfl_mix_matches_its_float64_reference(rng, device):
+    chains, warps, trips, unroll, programs = 2, 1, 2, 2, 2
+    x = torch.rand(programs * chains * warps * 32, generator=rng) - 0.5
+    coef = torch.tensor([0.5, 0.25])
+    out = torch.empty_like(x).to(device)
+    clk = torch.zeros(3 * programs, dtype=torch.int64, device=device)
+    k.shfl_mix_kernel[(programs,)](x.to(device), coef.to(device), out, clk, trips, CHAINS=chains, WARPS=warps,
+                                   UNROLL=unroll, USE_CLOCK=USE_CLOCK, num_warps=warps)
+    want = k.shfl_mix_ref(x.numpy().reshape(programs, chains, warps, 32), 0.5, 0.25, trips * unroll)
+    np.testing.assert_allclose(out.cpu().numpy().reshape(want.shape).astype(np.float64), want, rtol=1e-5, atol=1e-6)
+    _clock_ok(clk, programs)

@@ -86,6 +86,10 @@ FLOOR_TILE_BUFFER = 1 << 30
 ISSUE_TRIPS = 256  # 4096 steps per chain at the larger count: 2 x 256 trips
 ISSUE_THROUGHPUT = {"chains": 8, "warps": 8, "programs_per_sm": 4}  # 32 warps per SM, 8 independent chains
 ISSUE_OPS_QUICK = ("fp32_fma", "exp2")
+# shfl_mix: steps a loop trip. Its ~270 instructions a step make a trip of 16 steps 68 KB of code, which ran 23 %
+# slower than a trip of 4 (345 against 280 scheduler cycles a step, H200, 2026-12-01): instruction fetch, not the
+# shuffles; 4 steps (17 KB) it is.
+SHFL_UNROLL = 4
 
 MMA_SHAPES = ((16, 16, 16, 1), (16, 16, 16, 4), (16, 32, 16, 1), (16, 32, 16, 4), (64, 64, 16, 4),
               (16, 32, 64, 4), (16, 32, 512, 4))  # the last two: the step of one deep dot's k loop
@@ -595,7 +599,59 @@ def probe_issue(env: dict, quick: bool) -> list[dict]:
             rows.append(row)
             print(f"issue {op:9} {mode:10}: {row.get('ops_per_clock_per_sm') or 0:7.1f} lane-ops/clk/SM, "
                   f"{row.get('cycles_per_op') or 0:6.2f} cycles/op", flush=True)
+    if not quick:
+        rows.append(_shfl_mix_row(env))
     return rows
+
+
+def _shfl_mix_row(env: dict) -> dict:
+    """`shfl_mix_kernel` at the throughput shape: lane-ops per clock per SM, and the instructions and shuffles a
+    step of its compiled loop (read off its SASS: Triton decides how the lane maximum is shuffled)."""
+    import numpy as np
+    import torch
+
+    from validation.companion.bench.sass import _disassemble, count, warp_timeline
+    from validation.companion.bench.timing import DEVICE, bench
+    from validation.companion.kernels import probes as k
+    from validation.measure_output import summarize
+
+    chains, warps = ISSUE_THROUGHPUT["chains"], ISSUE_THROUGHPUT["warps"]
+    programs = env["sm_count"] * ISSUE_THROUGHPUT["programs_per_sm"]
+    x = torch.rand(programs * chains * warps * 32, device=DEVICE) - 0.5
+    coef = torch.tensor([0.5, 0.25], device=DEVICE)
+    out = torch.empty_like(x)
+    clk = torch.zeros(3 * programs, dtype=torch.int64, device=DEVICE)
+    trips = 2 * ISSUE_TRIPS
+
+    def launch(trips: int = trips):
+        return k.shfl_mix_kernel[(programs,)](x, coef, out, clk, trips, CHAINS=chains, WARPS=warps,
+                                              UNROLL=SHFL_UNROLL, USE_CLOCK=USE_CLOCK, num_warps=warps)
+
+    compiled = launch()  # the timed specialization (Triton compiles trips == 1 without its loop)
+    launch(2)
+    torch.cuda.synchronize()
+    want = k.shfl_mix_ref(x.cpu().numpy().reshape(programs, chains, warps, 32), 0.5, 0.25, 2 * SHFL_UNROLL)
+    if not np.allclose(out.cpu().numpy().reshape(want.shape), want, rtol=1e-4, atol=1e-5):
+        raise ProbeError("issue shfl_mix: wrong result")
+    sass, _ = _disassemble(compiled)
+    loop = count(sass)[1]
+    shuffles = warp_timeline(sass)["loop"].get("pipes", "").count("S")
+    if not loop or not shuffles:
+        raise ProbeError(f"issue shfl_mix: no loop ({loop}) or no shuffle in it ({shuffles})")
+    times = bench(launch, 1, hide_host_gaps=True)
+    rates = []
+    for _ in range(CLOCK_SAMPLES):
+        launch()
+        torch.cuda.synchronize()
+        rates.append(_per_sm_rate(clk.cpu().numpy(), warps * 32 * trips * loop))
+    row = {"op": "shfl_mix", "mode": "throughput", "chains": chains, "iterations": trips * SHFL_UNROLL,
+           "warps": warps, "programs": programs, "instructions_per_step": loop / SHFL_UNROLL,
+           "shuffles_per_step": shuffles / SHFL_UNROLL, **summarize(times),
+           "ops_per_clock_per_sm": sorted(rates)[len(rates) // 2]}
+    print(f"issue shfl_mix  throughput: {row['ops_per_clock_per_sm']:7.1f} lane-ops/clk/SM, "
+          f"{row['instructions_per_step']:.1f} instructions and {row['shuffles_per_step']:.1f} shuffles a step",
+          flush=True)
+    return row
 
 
 def probe_mma(env: dict, quick: bool) -> list[dict]:
@@ -806,11 +862,9 @@ def probe_peer(env: dict, quick: bool) -> list[dict]:
     return rows
 
 
-GRID_BLOCK = 1024  # fp32 values per tile: 4 KiB in, 4 KiB out
+GRID_BLOCK, GRID_ROUNDS, GRID_WARPS = spec.GRID_BLOCK, spec.GRID_ROUNDS, spec.GRID_WARPS  # (the SASS table's too)
 GRID_TILES = 1 << 16  # 256 MiB read and 256 MiB written per launch: every sample streams HBM
-GRID_ROUNDS = (0, 32, 128)  # multiply-adds per value: a copy, then compute about equal to and above its memory
 GRID_PROGRAMS_PER_SM = (4, 8, 16)  # persistent grids (QuickReduce's kernels run 1024 programs: ~8 per SM)
-GRID_WARPS = 4
 
 
 def probe_grid(env: dict, quick: bool) -> list[dict]:

@@ -353,7 +353,7 @@ def _disassemble(compiled) -> tuple[str, int]:
 
 def _cases():
     """(kernel, config, fn, signature, constexprs, num_warps, aligned ints, num_stages) of every suite's launch."""
-    from validation.companion.bench import probes as probe_bench
+    from validation import probes as probe_plan
     from validation.companion.kernels import codecs, kda, mla_decode, norms, probes
 
     ptr = {"bf16": "*bf16", "fp32": "*fp32", "fp16": "*fp16", "u8": "*u8", "i32": "*i32"}
@@ -413,9 +413,9 @@ def _cases():
              "EVEN_HEADS": "constexpr"}
     tile = {"src_ptr": ptr["fp32"], "dst_ptr": ptr["fp32"], "n_tiles": "i32", "BLOCK": "constexpr",
             "ROUNDS": "constexpr"}
-    for rounds in probe_bench.GRID_ROUNDS:  # the grid probe's kernel (65,536 tiles: divisible by 16)
+    for rounds in probe_plan.GRID_ROUNDS:  # the grid probe's kernel (65,536 tiles: divisible by 16)
         yield ("probe_tile_work", f"rounds={rounds}", probes.tile_work_kernel, tile,
-               {"BLOCK": probe_bench.GRID_BLOCK, "ROUNDS": rounds}, probe_bench.GRID_WARPS, ("n_tiles",), 3)
+               {"BLOCK": probe_plan.GRID_BLOCK, "ROUNDS": rounds}, probe_plan.GRID_WARPS, ("n_tiles",), 3)
     for splits in (1, 4, 16):
         for even in (False, True):
             common = {"KV_LORA": mla_decode.KV_LORA, "BLOCK_H": mla_decode.BLOCK_H, "BLOCK_N": mla_decode.BLOCK_N,

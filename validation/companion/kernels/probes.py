@@ -233,6 +233,40 @@ def issue_kernel(x_ptr, coef_ptr, out_ptr, clk_ptr, trips, OP: tl.constexpr, CHA
     record_clock(clk_ptr, t0, t1, USE_CLOCK)
 
 
+@triton.jit
+def shfl_mix_kernel(x_ptr, coef_ptr, out_ptr, clk_ptr, trips, CHAINS: tl.constexpr, WARPS: tl.constexpr,
+                    UNROLL: tl.constexpr, USE_CLOCK: tl.constexpr):
+    """The issue kernel's throughput shape with a warp-wide maximum in each step: x is [CHAINS, WARPS, 32] with
+    the last axis across a warp's lanes, so `tl.max(x, axis=2)` is a shuffle tree (SHFL.BFLY and FMNMX), then
+    x = x * a + max * b and MIX_FFMA multiply-adds; issue-bound at 8 warps a scheduler."""
+    pid = tl.program_id(0)
+    offs = (pid * CHAINS * WARPS * 32 + tl.arange(0, CHAINS)[:, None, None] * (WARPS * 32)
+            + tl.arange(0, WARPS)[None, :, None] * 32 + tl.arange(0, 32)[None, None, :])
+    x = tl.load(x_ptr + offs)
+    a = tl.load(coef_ptr)
+    b = tl.load(coef_ptr + 1)
+    t0 = read_clock(USE_CLOCK)
+    for _ in range(trips):
+        for _u in tl.static_range(UNROLL):
+            x = x * a + tl.max(x, axis=2)[:, :, None] * b
+            for _k in tl.static_range(2 * _MIX_FFMA):
+                x = x * a + b
+    t1 = read_clock(USE_CLOCK)
+    tl.store(out_ptr + offs, x)
+    record_clock(clk_ptr, t0, t1, USE_CLOCK)
+
+
+def shfl_mix_ref(x: np.ndarray, a: float, b: float, steps: int) -> np.ndarray:
+    """What `shfl_mix_kernel` writes, in float64: x of shape [..., 32], per step the lane maximum, then the
+    multiply-adds."""
+    y = x.astype(np.float64)
+    for _ in range(steps):
+        y = y * a + y.max(axis=-1, keepdims=True) * b
+        for _ in range(2 * MIX_FFMA):
+            y = y * a + b
+    return y
+
+
 def issue_ref(op: str, x: np.ndarray, a, b, steps: int) -> np.ndarray:
     """The issue kernel's result after `steps` steps: float64 for the float ops, exact wrapping int32 else."""
     if op == "frnd_mix":
