@@ -102,8 +102,9 @@ class GPU:
     # scheduler cycles a conversion or transcendental (the narrow XU/MUFU unit) holds its warp scheduler's issue,
     # beyond the cycles its unit is busy; None: one, like any instruction
     xu_issue_cycles: float | None = None
-    # the same for a warp shuffle (SHFL); None: one
+    # the same for a warp shuffle (SHFL) and an integer multiply-add (IMAD); None: one
     shfl_issue_cycles: float | None = None
+    imad_issue_cycles: float | None = None
     # bytes HBM moves for a short row's load (a few bytes cost as much as this many); None: memory_sector_bytes
     dram_load_granule_bytes: float | None = None
     # a store that writes part of a memory sector costs this many times a whole sector's (read, merged, written);

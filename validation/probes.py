@@ -33,7 +33,7 @@ What each constant is, and its rows:
   time of one workgroup per tile over that grid's time.
 - `xu_issue_cycles`: the scheduler cycles one conversion (FRND) holds, from a step of one FRND and 16 FFMAs whose
   issue binds at 8 warps a scheduler; `shfl_issue_cycles` the same for a shuffle (SHFL.BFLY), from a step of a
-  warp-wide maximum among FFMAs.
+  warp-wide maximum among FFMAs, and `imad_issue_cycles` for an int32 multiply-add (IMAD) among FFMAs.
 - `*_lanes_per_cu`: lane-operations per clock per SM (one SASS instruction on 32 lanes counts 32) of
   FFMA, IMAD, shift/LOP3 and MUFU.EX2 with 8 independent chains per thread and every SM full.
 - `alu_latency_cycles`, `int_latency_cycles`, `sfu_latency_cycles`: one thread's dependent chain of FFMA,
@@ -69,7 +69,7 @@ _OWN_COLUMNS = {
             ("bytes_per_s", "bytes_per_s_per_sm")),
     "l2": (("footprint_bytes", "grid", "block_elems", "num_warps", "bytes_per_sample"), ("bytes_per_s",)),
     "floor": (("variant", "launch_mode", "nodes", "programs", "bytes_moved", "l2_flushed"), ()),
-    "issue": (("op", "mode", "chains", "iterations", "warps", "programs", "instructions_per_step", "shuffles_per_step"),
+    "issue": (("op", "mode", "chains", "iterations", "warps", "programs", "instructions_per_step", "probed_per_step"),
               ("cycles_per_step", "ops_per_clock_per_sm", "cycles_per_op")),
     "mma": (("m", "n", "k", "num_warps", "dots"), ("cycles_per_dot",)),
     "smem": (("what", "num_warps", "programs", "rounds", "bytes_per_round"),
@@ -152,6 +152,7 @@ class ProbeConstants:
     lds_bytes_per_clock_per_cu: float | None = None
     xu_issue_cycles: float | None = None
     shfl_issue_cycles: float | None = None
+    imad_issue_cycles: float | None = None
     dram_load_granule_bytes: float | None = None
     partial_sector_store_factor: float | None = None
     sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
@@ -468,22 +469,23 @@ def _issue(t: _Table) -> Derived:
              for key, op in ISSUE_LANES.items()]
     parts += [_one(t, key, "cycles_per_op", {"op": op, "mode": "dependent"}, "")
               for key, op in ISSUE_LATENCY.items()]
-    return _merge(*parts, _xu_issue(t), _shfl_issue(t))
+    return _merge(*parts, _xu_issue(t), _held_issue(t, "shfl_mix", "shfl_issue_cycles"),
+                  _held_issue(t, "imad_mix", "imad_issue_cycles"))
 
 
-def _shfl_issue(t: _Table) -> Derived:
-    """Scheduler cycles one shuffle holds: the `shfl_mix` step (a warp-wide maximum among FFMAs, issue-bound), in
-    cycles of one scheduler per warp, less one cycle for each of its other instructions, over its shuffles."""
-    rows = t.select(op="shfl_mix", mode="throughput")
+def _held_issue(t: _Table, op: str, key: str) -> Derived:
+    """Scheduler cycles one probed instruction holds: the `op` step (issue-bound at 8 warps a scheduler) in cycles
+    of one scheduler per warp, less one cycle for each of its other instructions, over its probed ones."""
+    rows = t.select(op=op, mode="throughput")
     if not rows:
-        return {}, {"shfl_issue_cycles": f"{t.path.name}: no shfl_mix throughput row"}
+        return {}, {key: f"{t.path.name}: no {op} throughput row"}
     row = rows[0]
-    instructions, shuffles = t.num(row, "instructions_per_step"), t.num(row, "shuffles_per_step")
+    instructions, probed = t.num(row, "instructions_per_step"), t.num(row, "probed_per_step")
     per_step = 32 * NVIDIA_SCHEDULERS_PER_SM * instructions / t.num(row, "ops_per_clock_per_sm")
-    return {"shfl_issue_cycles": (per_step - (instructions - shuffles)) / shuffles}, {"shfl_issue_cycles": (
-        f"{t.path.name}: op=shfl_mix, mode=throughput: the scheduler's cycles a step (32 x {NVIDIA_SCHEDULERS_PER_SM}"
-        " x instructions_per_step / ops_per_clock_per_sm) less one for each instruction but the shuffles, over "
-        "shuffles_per_step")}
+    return {key: (per_step - (instructions - probed)) / probed}, {key: (
+        f"{t.path.name}: op={op}, mode=throughput: the scheduler's cycles a step (32 x {NVIDIA_SCHEDULERS_PER_SM}"
+        " x instructions_per_step / ops_per_clock_per_sm) less one for each instruction but the probed ones, over "
+        "probed_per_step")}
 
 
 def _xu_issue(t: _Table) -> Derived:
@@ -577,7 +579,7 @@ _DERIVATIONS: dict[str, tuple[Callable[[_Table], Derived], tuple[str, ...], tupl
     "grid": (_grid, ("tiles", "rounds", "programs", "time_s_median"), ("grid_stride_efficiency",)),
     "rows": (_rows, ("mode", "row_bytes", "time_s_median"), ("dram_load_granule_bytes", "partial_sector_store_factor")),
     "issue": (_issue, ("op", "mode", "ops_per_clock_per_sm", "cycles_per_op"),
-              (*ISSUE_LANES, *ISSUE_LATENCY, "xu_issue_cycles", "shfl_issue_cycles")),
+              (*ISSUE_LANES, *ISSUE_LATENCY, "xu_issue_cycles", "shfl_issue_cycles", "imad_issue_cycles")),
     "mma": (_mma, ("m", "n", "k", "num_warps", "cycles_per_dot"), ("mma_latency_cycles",)),
     "smem": (_smem, ("what", "num_warps", "cycles_per_round", "bytes_per_clock_per_sm"),
              ("shuffle_latency_cycles", "reduction_latency_cycles", "lds_bytes_per_clock_per_cu")),

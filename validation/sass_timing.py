@@ -180,9 +180,10 @@ def pipe_cycles(gpu: GPU) -> dict[str, float]:
 
 def issue_cycles(gpu: GPU) -> dict[str, float]:
     """Cycles an instruction of each pipe holds its scheduler's issue, where more than one: conversions and
-    transcendentals (`GPU.xu_issue_cycles`) and shuffles (`GPU.shfl_issue_cycles`), measured by the issue
-    probe's `frnd_mix` and `shfl_mix` on the H200."""
-    held = {"X": gpu.xu_issue_cycles, "M": gpu.xu_issue_cycles, "S": gpu.shfl_issue_cycles}
+    transcendentals (`GPU.xu_issue_cycles`), shuffles (`GPU.shfl_issue_cycles`) and integer multiply-adds
+    (`GPU.imad_issue_cycles`), measured by the issue probe's `frnd_mix`, `shfl_mix` and `imad_mix` on the H200."""
+    held = {"X": gpu.xu_issue_cycles, "M": gpu.xu_issue_cycles, "S": gpu.shfl_issue_cycles,
+            "I": gpu.imad_issue_cycles}
     return {pipe: cycles for pipe, cycles in held.items() if cycles is not None}
 
 

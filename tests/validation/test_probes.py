@@ -109,8 +109,11 @@ def test_table_constants_and_missing_probes(tmp_path):
     issue.append({"op": "frnd_mix", "mode": "throughput", "instructions_per_step": 17,
                   "ops_per_clock_per_sm": 128 * 17 / 19})
     # 6 shuffles among 270 instructions in 282 cycles: each shuffle holds the scheduler 3 cycles
-    issue.append({"op": "shfl_mix", "mode": "throughput", "instructions_per_step": 270, "shuffles_per_step": 6,
+    issue.append({"op": "shfl_mix", "mode": "throughput", "instructions_per_step": 270, "probed_per_step": 6,
                   "ops_per_clock_per_sm": 128 * 270 / 282})
+    # 8 IMADs among 249 instructions in 257 cycles: each holds the scheduler 2 cycles
+    issue.append({"op": "imad_mix", "mode": "throughput", "instructions_per_step": 249, "probed_per_step": 8,
+                  "ops_per_clock_per_sm": 128 * 249 / 257})
     _write(tmp_path, "issue", issue)
     _write(tmp_path, "mma", [{"m": 16, "n": 16, "k": 16, "num_warps": 1, "cycles_per_dot": 33},
                              {"m": 64, "n": 64, "k": 16, "num_warps": 4, "cycles_per_dot": 20}])
@@ -126,11 +129,12 @@ def test_table_constants_and_missing_probes(tmp_path):
     assert (c.alu_latency_cycles, c.int_latency_cycles, c.sfu_latency_cycles) == (4.1, 4.5, 18)
     assert c.xu_issue_cycles == pytest.approx(3.0)  # 19 cycles a step less 16 for its FFMAs
     assert c.shfl_issue_cycles == pytest.approx(3.0)  # (282 - 264) / 6
+    assert c.imad_issue_cycles == pytest.approx(2.0)  # (257 - 241) / 8
     assert (c.mma_latency_cycles, c.reduction_latency_cycles, c.lds_bytes_per_clock_per_cu) == (33, 120, 90)
     # No latency, mlp or l2 CSV here: those constants are None and say why.
     assert c.dram_latency_s is None and "probe_latency.csv not found" in c.sources["dram_latency_s"]
     rows = probes.summary(tmp_path)
-    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 37
+    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 38
     assert c.grid_stride_efficiency is None and "probe_grid.csv not found" in c.sources["grid_stride_efficiency"]
     assert all(r[2] for r in rows)  # every constant has a note, set or not
     assert "kernel_floor_s" in probes.format_summary(rows)
@@ -176,6 +180,7 @@ CALIBRATION_FROM_PROBE = {"loaded_latency_s": "mlp_latency_s", "mlp_smoothness":
                           "mlp_deep_thread_share": "mlp_deep_thread_share",
                           "grid_stride_efficiency": "grid_stride_efficiency"}
 SPEC_FROM_PROBE.update({"dram_load_granule_bytes": "dram_load_granule_bytes", "shfl_issue_cycles": "shfl_issue_cycles",
+                        "imad_issue_cycles": "imad_issue_cycles",
                         "partial_sector_store_factor": "partial_sector_store_factor"})
 
 

@@ -170,8 +170,9 @@ def test_a_compiled_row_takes_its_chains_from_the_sass_timeline():
     program = Compiled(mla, (None,), (None,), ((outside, per_trip),), (cycles,)).launches()[0].program
     assert program.prefetch == 0
     assert [n for n, _ in program.trip_cycles_by_warps] == list(SIMULATED_WARPS)
-    # one warp: its own timeline, but for the cycles its conversions hold the scheduler beyond their stalls
-    assert program.trip_cycles_by_warps[0][1] == pytest.approx(cycles[1], rel=0.01)
+    # one warp: its own timeline, but for the cycles its conversions, shuffles and integer multiply-adds hold the
+    # scheduler beyond their stalls
+    assert cycles[1] <= program.trip_cycles_by_warps[0][1] <= 1.03 * cycles[1]
     assert program.trip_chain.dram == pytest.approx(max(0.0, cycles[3] - 1))
     assert program.setup_chain.dram == pytest.approx(cycles[2])
     # a loop fed a trip ahead (its loads waited for nowhere in the trip) keeps the kernel's pipeline
@@ -282,7 +283,8 @@ def test_a_conversion_holds_the_scheduler_for_its_issue_cycles():
     assert plain == pytest.approx(8 * 17, abs=2)
     assert held == pytest.approx(8 * 19, abs=3)
     h200 = load_gpu("h200")
-    assert issue_cycles(h200) == {"X": h200.xu_issue_cycles, "M": h200.xu_issue_cycles, "S": h200.shfl_issue_cycles}
+    assert issue_cycles(h200) == {"X": h200.xu_issue_cycles, "M": h200.xu_issue_cycles, "S": h200.shfl_issue_cycles,
+                                  "I": h200.imad_issue_cycles}
     assert issue_cycles(load_gpu("mi355x")) == {}  # not measured there: one cycle, like any instruction
 
 

@@ -199,3 +199,20 @@ def test_shfl_mix_matches_its_float64_reference(rng, device):
     want = k.shfl_mix_ref(x.numpy().reshape(programs, chains, warps, 32), 0.5, 0.25, trips * unroll)
     np.testing.assert_allclose(out.cpu().numpy().reshape(want.shape).astype(np.float64), want, rtol=1e-5, atol=1e-6)
     _clock_ok(clk, programs)
+
+
+def test_imad_mix_matches_its_references(rng, device):
+    chains, threads, trips, unroll, programs = 2, 32, 2, 2, 2
+    n = programs * chains * threads
+    x = torch.rand(n, generator=rng) - 0.5
+    i = torch.randint(-(2**31), 2**31 - 1, (n,), generator=rng, dtype=torch.int64).to(torch.int32)
+    coef, icoef = torch.tensor([0.5, 0.25]), torch.tensor([1_103_515_245, 12_345], dtype=torch.int32)
+    out, iout = torch.empty_like(x).to(device), torch.empty_like(i).to(device)
+    clk = torch.zeros(3 * programs, dtype=torch.int64, device=device)
+    k.imad_mix_kernel[(programs,)](x.to(device), i.to(device), coef.to(device), icoef.to(device), out, iout, clk,
+                                   trips, CHAINS=chains, THREADS=threads, UNROLL=unroll, USE_CLOCK=USE_CLOCK,
+                                   num_warps=1)
+    want_x, want_i = k.imad_mix_ref(x.numpy(), i.numpy(), 0.5, 0.25, 1_103_515_245, 12_345, trips * unroll)
+    np.testing.assert_allclose(out.cpu().numpy().astype(np.float64), want_x, rtol=1e-5, atol=1e-6)
+    np.testing.assert_array_equal(iout.cpu().numpy().astype(np.int64), want_i)
+    _clock_ok(clk, programs)

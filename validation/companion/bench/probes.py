@@ -86,10 +86,10 @@ FLOOR_TILE_BUFFER = 1 << 30
 ISSUE_TRIPS = 256  # 4096 steps per chain at the larger count: 2 x 256 trips
 ISSUE_THROUGHPUT = {"chains": 8, "warps": 8, "programs_per_sm": 4}  # 32 warps per SM, 8 independent chains
 ISSUE_OPS_QUICK = ("fp32_fma", "exp2")
-# shfl_mix: steps a loop trip. Its ~270 instructions a step make a trip of 16 steps 68 KB of code, which ran 23 %
-# slower than a trip of 4 (345 against 280 scheduler cycles a step, H200, 2026-12-01): instruction fetch, not the
-# shuffles; 4 steps (17 KB) it is.
-SHFL_UNROLL = 4
+# shfl_mix and imad_mix: steps a loop trip. shfl_mix's ~270 instructions a step make a trip of 16 steps 68 KB of
+# code, which ran 23 % slower than a trip of 4 (345 against 280 scheduler cycles a step, H200, 2026-12-01):
+# instruction fetch, not the shuffles; 4 steps (17 KB) it is.
+MIX_UNROLL = 4
 
 MMA_SHAPES = ((16, 16, 16, 1), (16, 16, 16, 4), (16, 32, 16, 1), (16, 32, 16, 4), (64, 64, 16, 4),
               (16, 32, 64, 4), (16, 32, 512, 4))  # the last two: the step of one deep dot's k loop
@@ -600,57 +600,89 @@ def probe_issue(env: dict, quick: bool) -> list[dict]:
             print(f"issue {op:9} {mode:10}: {row.get('ops_per_clock_per_sm') or 0:7.1f} lane-ops/clk/SM, "
                   f"{row.get('cycles_per_op') or 0:6.2f} cycles/op", flush=True)
     if not quick:
-        rows.append(_shfl_mix_row(env))
+        rows += [_mix_row(env, op) for op in ("shfl_mix", "imad_mix")]
     return rows
 
 
-def _shfl_mix_row(env: dict) -> dict:
-    """`shfl_mix_kernel` at the throughput shape: lane-ops per clock per SM, and the instructions and shuffles a
-    step of its compiled loop (read off its SASS: Triton decides how the lane maximum is shuffled)."""
-    import numpy as np
+def _loop_mix(compiled, launch: Callable[[], object], clk, threads: int, trips: int, pipe: str,
+              name: str) -> tuple[float, float, dict, float]:
+    """A mix kernel's compiled loop read off its SASS, (instructions, instructions of `pipe`) a trip, then its
+    timing: (loop instructions, probed instructions, timing summary, median lane-ops per clock per SM)."""
     import torch
 
     from validation.companion.bench.sass import _disassemble, count, warp_timeline
-    from validation.companion.bench.timing import DEVICE, bench
-    from validation.companion.kernels import probes as k
+    from validation.companion.bench.timing import bench
     from validation.measure_output import summarize
 
-    chains, warps = ISSUE_THROUGHPUT["chains"], ISSUE_THROUGHPUT["warps"]
-    programs = env["sm_count"] * ISSUE_THROUGHPUT["programs_per_sm"]
-    x = torch.rand(programs * chains * warps * 32, device=DEVICE) - 0.5
-    coef = torch.tensor([0.5, 0.25], device=DEVICE)
-    out = torch.empty_like(x)
-    clk = torch.zeros(3 * programs, dtype=torch.int64, device=DEVICE)
-    trips = 2 * ISSUE_TRIPS
-
-    def launch(trips: int = trips):
-        return k.shfl_mix_kernel[(programs,)](x, coef, out, clk, trips, CHAINS=chains, WARPS=warps,
-                                              UNROLL=SHFL_UNROLL, USE_CLOCK=USE_CLOCK, num_warps=warps)
-
-    compiled = launch()  # the timed specialization (Triton compiles trips == 1 without its loop)
-    launch(2)
-    torch.cuda.synchronize()
-    want = k.shfl_mix_ref(x.cpu().numpy().reshape(programs, chains, warps, 32), 0.5, 0.25, 2 * SHFL_UNROLL)
-    if not np.allclose(out.cpu().numpy().reshape(want.shape), want, rtol=1e-4, atol=1e-5):
-        raise ProbeError("issue shfl_mix: wrong result")
     sass, _ = _disassemble(compiled)
     loop = count(sass)[1]
-    shuffles = warp_timeline(sass)["loop"].get("pipes", "").count("S")
-    if not loop or not shuffles:
-        raise ProbeError(f"issue shfl_mix: no loop ({loop}) or no shuffle in it ({shuffles})")
+    probed = warp_timeline(sass)["loop"].get("pipes", "").count(pipe)
+    if not loop or not probed:
+        raise ProbeError(f"issue {name}: no loop ({loop}) or no {pipe}-pipe instruction in it ({probed})")
     times = bench(launch, 1, hide_host_gaps=True)
     rates = []
     for _ in range(CLOCK_SAMPLES):
         launch()
         torch.cuda.synchronize()
-        rates.append(_per_sm_rate(clk.cpu().numpy(), warps * 32 * trips * loop))
-    row = {"op": "shfl_mix", "mode": "throughput", "chains": chains, "iterations": trips * SHFL_UNROLL,
-           "warps": warps, "programs": programs, "instructions_per_step": loop / SHFL_UNROLL,
-           "shuffles_per_step": shuffles / SHFL_UNROLL, **summarize(times),
-           "ops_per_clock_per_sm": sorted(rates)[len(rates) // 2]}
-    print(f"issue shfl_mix  throughput: {row['ops_per_clock_per_sm']:7.1f} lane-ops/clk/SM, "
-          f"{row['instructions_per_step']:.1f} instructions and {row['shuffles_per_step']:.1f} shuffles a step",
-          flush=True)
+        rates.append(_per_sm_rate(clk.cpu().numpy(), threads * trips * loop))
+    return loop, probed, summarize(times), sorted(rates)[len(rates) // 2]
+
+
+def _mix_row(env: dict, op: str) -> dict:
+    """A mix kernel at the throughput shape (8 chains, 8 warps, 4 programs per SM), checked against its float64
+    reference: lane-ops per clock per SM, and the instructions and probed instructions a step of its compiled
+    loop (read off its SASS: the compiler decides how a warp-wide maximum is shuffled). `shfl_mix`: a lane
+    maximum among FFMAs; `imad_mix`: an int32 multiply-add among FFMAs."""
+    import numpy as np
+    import torch
+
+    from validation.companion.bench.timing import DEVICE
+    from validation.companion.kernels import probes as k
+
+    chains, warps = ISSUE_THROUGHPUT["chains"], ISSUE_THROUGHPUT["warps"]
+    programs = env["sm_count"] * ISSUE_THROUGHPUT["programs_per_sm"]
+    n = programs * chains * warps * 32
+    x = torch.rand(n, device=DEVICE) - 0.5
+    out = torch.empty_like(x)
+    coef = torch.tensor([0.5, 0.25], device=DEVICE)
+    clk = torch.zeros(3 * programs, dtype=torch.int64, device=DEVICE)
+    trips = 2 * ISSUE_TRIPS
+    if op == "shfl_mix":
+        def launch(trips: int = trips):
+            return k.shfl_mix_kernel[(programs,)](x, coef, out, clk, trips, CHAINS=chains, WARPS=warps,
+                                                  UNROLL=MIX_UNROLL, USE_CLOCK=USE_CLOCK, num_warps=warps)
+
+        def right() -> bool:
+            want = k.shfl_mix_ref(x.cpu().numpy().reshape(programs, chains, warps, 32), 0.5, 0.25, 2 * MIX_UNROLL)
+            return np.allclose(out.cpu().numpy().reshape(want.shape), want, rtol=1e-4, atol=1e-5)
+        pipe = "S"
+    else:
+        i = torch.randint(-(2**31), 2**31 - 1, (n,), device=DEVICE, dtype=torch.int64).to(torch.int32)
+        icoef = torch.tensor([1_103_515_245, 12_345], device=DEVICE, dtype=torch.int32)
+        iout = torch.empty_like(i)
+
+        def launch(trips: int = trips):
+            return k.imad_mix_kernel[(programs,)](x, i, coef, icoef, out, iout, clk, trips, CHAINS=chains,
+                                                  THREADS=32 * warps, UNROLL=MIX_UNROLL, USE_CLOCK=USE_CLOCK,
+                                                  num_warps=warps)
+
+        def right() -> bool:
+            want_x, want_i = k.imad_mix_ref(x.cpu().numpy(), i.cpu().numpy(), 0.5, 0.25, 1_103_515_245, 12_345,
+                                            2 * MIX_UNROLL)
+            return (np.allclose(out.cpu().numpy(), want_x, rtol=1e-4, atol=1e-5)
+                    and np.array_equal(iout.cpu().numpy().astype(np.int64), want_i))
+        pipe = "I"
+    compiled = launch()  # the timed specialization (Triton compiles trips == 1 without its loop)
+    launch(2)
+    torch.cuda.synchronize()
+    if not right():
+        raise ProbeError(f"issue {op}: wrong result")
+    loop, probed, stats, rate = _loop_mix(compiled, launch, clk, warps * 32, trips, pipe, op)
+    row = {"op": op, "mode": "throughput", "chains": chains, "iterations": trips * MIX_UNROLL, "warps": warps,
+           "programs": programs, "instructions_per_step": loop / MIX_UNROLL, "probed_per_step": probed / MIX_UNROLL,
+           **stats, "ops_per_clock_per_sm": rate}
+    print(f"issue {op:9} throughput: {rate:7.1f} lane-ops/clk/SM, {row['instructions_per_step']:.1f} instructions "
+          f"and {row['probed_per_step']:.1f} of pipe {pipe} a step", flush=True)
     return row
 
 

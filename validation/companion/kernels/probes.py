@@ -256,6 +256,43 @@ def shfl_mix_kernel(x_ptr, coef_ptr, out_ptr, clk_ptr, trips, CHAINS: tl.constex
     record_clock(clk_ptr, t0, t1, USE_CLOCK)
 
 
+@triton.jit
+def imad_mix_kernel(x_ptr, i_ptr, coef_ptr, icoef_ptr, out_ptr, iout_ptr, clk_ptr, trips, CHAINS: tl.constexpr,
+                    THREADS: tl.constexpr, UNROLL: tl.constexpr, USE_CLOCK: tl.constexpr):
+    """The issue kernel's throughput shape with two chains a value: an int32 multiply-add (IMAD) and 2 x MIX_FFMA
+    fp32 multiply-adds a step; issue-bound at 8 warps a scheduler."""
+    pid = tl.program_id(0)
+    offs = pid * CHAINS * THREADS + tl.arange(0, CHAINS)[:, None] * THREADS + tl.arange(0, THREADS)[None, :]
+    x = tl.load(x_ptr + offs)
+    i = tl.load(i_ptr + offs)
+    a = tl.load(coef_ptr)
+    b = tl.load(coef_ptr + 1)
+    ia = tl.load(icoef_ptr)
+    ib = tl.load(icoef_ptr + 1)
+    t0 = read_clock(USE_CLOCK)
+    for _ in range(trips):
+        for _u in tl.static_range(UNROLL):
+            i = i * ia + ib
+            for _k in tl.static_range(2 * _MIX_FFMA):
+                x = x * a + b
+    t1 = read_clock(USE_CLOCK)
+    tl.store(out_ptr + offs, x)
+    tl.store(iout_ptr + offs, i)
+    record_clock(clk_ptr, t0, t1, USE_CLOCK)
+
+
+def imad_mix_ref(x: np.ndarray, i: np.ndarray, a: float, b: float, ia: int, ib: int, steps: int):
+    """What `imad_mix_kernel` writes: the fp32 chain in float64, the int32 chain wrapping exactly."""
+    y = x.astype(np.float64)
+    j = i.astype(np.int64)
+    for _ in range(steps):
+        j = (j * ia + ib) & 0xFFFFFFFF
+        j = np.where(j >= 1 << 31, j - (1 << 32), j)
+        for _ in range(2 * MIX_FFMA):
+            y = y * a + b
+    return y, j
+
+
 def shfl_mix_ref(x: np.ndarray, a: float, b: float, steps: int) -> np.ndarray:
     """What `shfl_mix_kernel` writes, in float64: x of shape [..., 32], per step the lane maximum, then the
     multiply-adds."""
