@@ -267,6 +267,60 @@ def phase_times(codecs: Sequence[str], numel: int, cfg: dict, samples: int = 5) 
     return "\n".join(lines)
 
 
+def _graph_kernel_times(em, xs, outs, lay, codec: str) -> tuple[float, float, float]:
+    """Scatter, reduce and gather µs per graph node of one codec (`graph_phase_times`)."""
+    from validation.companion.bench.timing import bench, capture_graph
+    from validation.companion.kernels import allreduce as ar
+    from validation.measure_output import summarize
+
+    def scatter() -> None:
+        for r in range(2):
+            ar.scatter(xs[r], r, em.peers, em.states[r], codec, lay)
+
+    def reduce() -> None:
+        for r in range(2):
+            ar.reduce(r, em.peers, em.states[r], codec, lay)
+
+    def gather() -> None:
+        for r in range(2):
+            ar.gather(outs[r], r, em.peers, em.states[r], codec, lay)
+
+    spans = []
+    for body in ((scatter,), (scatter, reduce), (scatter, reduce, gather)):
+        graph = capture_graph(lambda body=body: [f() for f in body])
+        spans.append(summarize(bench(graph.replay, 1, hide_host_gaps=True))["time_s_median"] * 1e6)
+        del graph
+    return spans[0] / 2, (spans[1] - spans[0]) / 2, (spans[2] - spans[1]) / 2
+
+
+def graph_phase_times(codecs: Sequence[str], sizes_mib: Sequence[int], max_programs: int = 1024) -> str:
+    """Each kernel's time per graph node with 2 ranks emulated on GPU 0 (local buffers, no link), the host hidden:
+    graphs of both ranks' scatter, of scatter and reduce, and of all three, replayed; a kernel's time is the
+    difference over the two ranks. Shorter launches than `phase_times` can time (it times each eagerly)."""
+    import torch
+
+    from validation.companion.kernels import allreduce as ar
+
+    device = torch.device("cuda", 0)
+    lines = [f"per-kernel time per graph node (us), 2 ranks emulated on one GPU, {max_programs} programs at most, "
+             "4 warps", f"{'size':>8} {'programs':>8} | " + " | ".join(f"{c:>5} scatter reduce gather"
+                                                                      for c in codecs)]
+    for mib in sizes_mib:
+        numel = (mib << 20) // 2
+        xs = [torch.randn(numel, device=device, dtype=torch.bfloat16) for _ in range(2)]
+        outs = [torch.empty_like(x) for x in xs]
+        em = ar.Emulation(2, numel, device, max_programs, 4)
+        lay = ar.Layout.plan(numel, 2, max_programs)
+        cells = []
+        for codec in codecs:
+            em.run(xs, codec, outs)  # compile, warm up
+            torch.cuda.synchronize()
+            each = _graph_kernel_times(em, xs, outs, lay, codec)
+            cells.append(f"{codec:>5} " + " ".join(f"{t:7.2f}" for t in each))
+        lines.append(f"{mib:>4} MiB {lay.programs:>8} | " + " | ".join(cells))
+    return "\n".join(lines)
+
+
 def summary(rows: Sequence[dict]) -> str:
     """Per size: NCCL's graph time and each codec's, with its speedup; then each codec's crossover and top lead."""
     t = {(r["kernel"], int(r["size_bytes"])): float(r["time_s_median"]) for r in rows}
