@@ -26,6 +26,8 @@ What each constant is, and its rows:
 - `launch_eager_s`, `launch_eager_triton_s`: the host's cost per eager launch, back to back, of a PyTorch op
   (`torch.add` of 256 fp32) and of an empty kernel through Triton's launcher.
 - `launch_eager_gpu_s`: one eager launch of the empty kernel between two events, a sleep ahead hiding the host.
+- `system_release_s`, `system_release_next_s`: a 4 KiB copy per SM ending with one, then two, flag writes with
+  release semantics at system scope (MEMBAR.ALL.SYS and a system-scope exchange each), less the copy alone.
 - `dram_load_granule_bytes`, `partial_sector_store_factor`: the first 4 to 128 bytes of every 512-byte row of
   1 GiB, loaded or stored: the largest row whose load costs what the shortest's does, and what a store of part
   of a 32-byte sector costs over a whole sector's.
@@ -128,6 +130,8 @@ class ProbeConstants:
     launch_graph_node_s: float | None = None
     launch_eager_gpu_s: float | None = None
     launch_eager_triton_s: float | None = None
+    system_release_s: float | None = None
+    system_release_next_s: float | None = None
     grid_stride_efficiency: float | None = None
     kernel_floor_s: float | None = None
     shuffle_latency_cycles: float | None = None
@@ -387,7 +391,24 @@ def _floor(t: _Table) -> Derived:
              " (one launch between two events, the host hidden)"),
         _dispatch(t),
         _burst(t),
+        _release(t),
     )
+
+
+def _release(t: _Table) -> Derived:
+    """A system-scope release after a tile's stores: the one-per-SM copy with one flag release less the copy alone,
+    and each further release: two less one (graph nodes, L2 flushed)."""
+    times = {}
+    for variant in ("tile_4k_sm", "tile_4k_sm_release_sys_1", "tile_4k_sm_release_sys_2"):
+        rows = t.select(variant=variant, launch_mode="graph")
+        if not rows:
+            return {}, dict.fromkeys(("system_release_s", "system_release_next_s"),
+                                     f"{t.path.name}: no {variant} graph row")
+        times[variant] = t.num(rows[0], "time_s_median")
+    one, two = times["tile_4k_sm_release_sys_1"], times["tile_4k_sm_release_sys_2"]
+    return ({"system_release_s": one - times["tile_4k_sm"], "system_release_next_s": two - one},
+            {"system_release_s": f"{t.path.name}: tile_4k_sm_release_sys_1 less tile_4k_sm, per graph node",
+             "system_release_next_s": f"{t.path.name}: tile_4k_sm_release_sys_2 less _1, per graph node"})
 
 
 def _grid(t: _Table) -> Derived:
@@ -575,7 +596,8 @@ _DERIVATIONS: dict[str, tuple[Callable[[_Table], Derived], tuple[str, ...], tupl
     "l2": (_l2, ("footprint_bytes", "bytes_per_s"), ("l2_bandwidth_bytes_per_s", "l2_reuse_footprint_bytes")),
     "floor": (_floor, ("variant", "launch_mode", "time_s_median", "programs", "sm_count"),
               ("launch_graph_node_s", "kernel_floor_s", "launch_eager_s", "launch_eager_triton_s",
-               "launch_eager_gpu_s", "workgroup_dispatch_s", "hbm_burst_latency_s")),
+               "launch_eager_gpu_s", "workgroup_dispatch_s", "hbm_burst_latency_s", "system_release_s",
+               "system_release_next_s")),
     "grid": (_grid, ("tiles", "rounds", "programs", "time_s_median"), ("grid_stride_efficiency",)),
     "rows": (_rows, ("mode", "row_bytes", "time_s_median"), ("dram_load_granule_bytes", "partial_sector_store_factor")),
     "issue": (_issue, ("op", "mode", "ops_per_clock_per_sm", "cycles_per_op"),

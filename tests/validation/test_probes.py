@@ -98,6 +98,8 @@ def test_table_constants_and_missing_probes(tmp_path):
         {"variant": "empty_grid_4w", "launch_mode": "graph", "programs": 1056, "sm_count": 132,
          "time_s_median": 2.3e-6},
         {"variant": "load_store_1", "launch_mode": "graph", "time_s_median": 3e-6},
+        {"variant": "tile_4k_sm_release_sys_1", "launch_mode": "graph", "time_s_median": 4.8e-6},
+        {"variant": "tile_4k_sm_release_sys_2", "launch_mode": "graph", "time_s_median": 5.4e-6},
         {"variant": "tile_4k_1prog", "launch_mode": "graph", "time_s_median": 3.2e-6},
         {"variant": "tile_4k_sm", "launch_mode": "graph", "time_s_median": 3.9e-6},
     ])
@@ -124,6 +126,8 @@ def test_table_constants_and_missing_probes(tmp_path):
     assert (c.launch_graph_node_s, c.kernel_floor_s) == (pytest.approx(1.5e-6), 3e-6)  # the grid line's intercept
     assert c.workgroup_dispatch_s == pytest.approx(0.1e-6)  # its slope: (2.3 - 1.6) us over 7 workgroups per SM
     assert (c.launch_eager_triton_s, c.launch_eager_gpu_s) == (14e-6, 3.5e-6)
+    # the copy per SM (3.9 us) with one system-scope release (4.8), then two (5.4)
+    assert (c.system_release_s, c.system_release_next_s) == (pytest.approx(0.9e-6), pytest.approx(0.6e-6))
     assert c.hbm_burst_latency_s == pytest.approx(0.7e-6)  # every SM's tile copy less one alone
     assert (c.fp32_lanes_per_cu, c.int32_lanes_per_cu, c.bit_lanes_per_cu, c.sfu_lanes_per_cu) == (126, 63, 60, 15.8)
     assert (c.alu_latency_cycles, c.int_latency_cycles, c.sfu_latency_cycles) == (4.1, 4.5, 18)
@@ -134,7 +138,7 @@ def test_table_constants_and_missing_probes(tmp_path):
     # No latency, mlp or l2 CSV here: those constants are None and say why.
     assert c.dram_latency_s is None and "probe_latency.csv not found" in c.sources["dram_latency_s"]
     rows = probes.summary(tmp_path)
-    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 38
+    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 40
     assert c.grid_stride_efficiency is None and "probe_grid.csv not found" in c.sources["grid_stride_efficiency"]
     assert all(r[2] for r in rows)  # every constant has a note, set or not
     assert "kernel_floor_s" in probes.format_summary(rows)

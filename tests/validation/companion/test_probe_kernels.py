@@ -216,3 +216,14 @@ def test_imad_mix_matches_its_references(rng, device):
     np.testing.assert_allclose(out.cpu().numpy().astype(np.float64), want_x, rtol=1e-5, atol=1e-6)
     np.testing.assert_array_equal(iout.cpu().numpy().astype(np.int64), want_i)
     _clock_ok(clk, programs)
+
+
+@pytest.mark.parametrize("releases", [1, 2])
+def test_copy_release_copies_then_sets_every_flag(rng, device, releases):
+    programs, block = 3, 64
+    src = (torch.rand(programs * block, generator=rng) + 0.5).to(device)
+    dst = torch.zeros_like(src)
+    flags = torch.zeros(2 * programs, dtype=torch.int32, device=device)
+    k.copy_release_kernel[(programs,)](src, dst, flags, BLOCK=block, RELEASES=releases)
+    assert torch.equal(dst.cpu(), src.cpu())
+    assert flags.cpu().tolist() == [1] * (releases * programs) + [0] * ((2 - releases) * programs)

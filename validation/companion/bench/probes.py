@@ -320,12 +320,14 @@ def probe_floor(env: dict, quick: bool) -> list[dict]:
 
     Variants: `empty` (launch only); `load_store_1` (one program loads one fp32 from HBM and stores it:
     a dependent DRAM round trip plus a store, the smallest kernel that touches memory); `tile_4k_1prog`
-    and `tile_4k_sm` (one program, and one per SM, copying 4 KiB each); `torch_add_256` (an add of 256
-    fp32). Every node uses its own addresses and a 256 MiB write flushes L2 before each sample, so the
-    loads go to HBM; a sleep kernel ahead of each replay hides the host. `eager` rows: 100 back-to-back
-    launches of the empty kernel (and of a PyTorch add) with the host's launch cost included; `eager_hidden`
-    rows: one launch between two events, the host hidden by a sleep ahead (the GPU's own cost of it). Decode steps of
-    small batches are chains of such kernels: the model's per-kernel floor and graph-node cost.
+    and `tile_4k_sm` (one program, and one per SM, copying 4 KiB each); `tile_4k_sm_release_sys_1` and `_2`
+    (that copy, then one or two flag writes with release semantics at system scope, as QuickReduce's kernels
+    end); `torch_add_256` (an add of 256 fp32). Every node uses its own addresses and a 256 MiB write flushes
+    L2 before each sample, so the loads go to HBM; a sleep kernel ahead of each replay hides the host. `eager`
+    rows: 100 back-to-back launches of the empty kernel (and of a PyTorch add) with the host's launch cost
+    included; `eager_hidden` rows: one launch between two events, the host hidden by a sleep ahead (the GPU's
+    own cost of it). Decode steps of small batches are chains of such kernels: the model's per-kernel floor
+    and graph-node cost.
     """
     import torch
 
@@ -337,11 +339,15 @@ def probe_floor(env: dict, quick: bool) -> list[dict]:
     stride = FLOOR_NODE_STRIDE // 4
     src = torch.randn(FLOOR_NODES * stride, device=DEVICE)
     dst = torch.zeros_like(src)
+    flags = torch.zeros(FLOOR_NODES * 2 * sm, dtype=torch.int32, device=DEVICE)
     flush = torch.empty(FLOOR_FLUSH_BYTES // 4, device=DEVICE)
 
     def node(i: int, variant: str) -> None:
         s, d = src[i * stride:], dst[i * stride:]
-        if variant == "empty":
+        if variant.startswith("tile_4k_sm_release_sys_"):  # the copy, then 1 or 2 system-scope releases
+            k.copy_release_kernel[(sm,)](s, d, flags[i * 2 * sm:], BLOCK=1024, RELEASES=int(variant[-1]),
+                                         num_warps=4)
+        elif variant == "empty":
             k.empty_kernel[(1,)](s)
         elif variant == "load_store_1":
             k.copy_tile_kernel[(1,)](s, d, BLOCK=1, num_warps=1)
@@ -353,15 +359,20 @@ def probe_floor(env: dict, quick: bool) -> list[dict]:
             torch.add(s[:256], s[256:512], out=d[:256])
 
     variants = {"empty": (1, 0), "load_store_1": (1, 8), "tile_4k_1prog": (1, 8 * KIB),
-                "tile_4k_sm": (sm, sm * 8 * KIB), "torch_add_256": (0, 3 * 1024)}
+                "tile_4k_sm": (sm, sm * 8 * KIB), "tile_4k_sm_release_sys_1": (sm, sm * 8 * KIB),
+                "tile_4k_sm_release_sys_2": (sm, sm * 8 * KIB), "torch_add_256": (0, 3 * 1024)}
     if quick:
         variants = {v: variants[v] for v in ("empty", "load_store_1")}
     rows = []
     for variant, (programs, moved) in variants.items():
+        dst.zero_()
+        flags.zero_()
         graph = capture_graph(lambda variant=variant: [node(i, variant) for i in range(FLOOR_NODES)])
-        if variant in ("load_store_1", "tile_4k_sm") and not torch.equal(
-                dst[: (sm if variant == "tile_4k_sm" else 1)], src[: (sm if variant == "tile_4k_sm" else 1)]):
+        copied = {"load_store_1": 1, "tile_4k_1prog": 1024}.get(variant, 1024 * sm if "tile_4k_sm" in variant else 0)
+        if copied and not torch.equal(dst[:copied], src[:copied]):
             raise ProbeError(f"floor {variant}: copy is wrong")
+        if "release" in variant and not bool((flags[: int(variant[-1]) * sm] == 1).all()):
+            raise ProbeError(f"floor {variant}: a flag was not set")
         for _ in range(3):
             graph.replay()
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(FLOOR_SAMPLES)]

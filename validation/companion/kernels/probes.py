@@ -145,6 +145,19 @@ def empty_kernel(x_ptr):
 
 
 @triton.jit
+def copy_release_kernel(src_ptr, dst_ptr, flags_ptr, BLOCK: tl.constexpr, RELEASES: tl.constexpr):
+    """`copy_tile_kernel`, then a barrier and RELEASES flag writes with release semantics at system scope (each a
+    MEMBAR.ALL.SYS and an ATOMG.EXCH.STRONG.SYS on sm_90), as QuickReduce's kernels end: flag r of program p is
+    flags_ptr[r * num_programs + p], set to 1."""
+    p = tl.program_id(0)
+    offs = p * BLOCK + tl.arange(0, BLOCK)
+    tl.store(dst_ptr + offs, tl.load(src_ptr + offs))
+    tl.debug_barrier()
+    for r in tl.static_range(RELEASES):
+        tl.atomic_xchg(flags_ptr + r * tl.num_programs(0) + p, 1, sem="release", scope="sys")
+
+
+@triton.jit
 def copy_tile_kernel(src_ptr, dst_ptr, BLOCK: tl.constexpr):
     """Program p copies BLOCK elements at p * BLOCK: BLOCK = 1 is one dependent load then its store."""
     offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
