@@ -490,38 +490,26 @@ def _issue(t: _Table) -> Derived:
              for key, op in ISSUE_LANES.items()]
     parts += [_one(t, key, "cycles_per_op", {"op": op, "mode": "dependent"}, "")
               for key, op in ISSUE_LATENCY.items()]
-    return _merge(*parts, _xu_issue(t), _held_issue(t, "shfl_mix", "shfl_issue_cycles"),
-                  _held_issue(t, "imad_mix", "imad_issue_cycles"))
+    return _merge(*parts, _held_issue(t, "frnd_mix", "xu_issue_cycles"),
+                  _held_issue(t, "shfl_mix", "shfl_issue_cycles"), _held_issue(t, "imad_mix", "imad_issue_cycles"))
 
 
 def _held_issue(t: _Table, op: str, key: str) -> Derived:
     """Scheduler cycles one probed instruction holds: the `op` step (issue-bound at 8 warps a scheduler) in cycles
-    of one scheduler per warp, less one cycle for each of its other instructions, over its probed ones."""
+    of one scheduler per warp (32 lanes a warp instruction, NVIDIA_SCHEDULERS_PER_SM schedulers an SM), less one
+    cycle for each of its other instructions, over its probed ones (`probed_per_step`; blank: one, as `frnd_mix`
+    has one FRND a step)."""
     rows = t.select(op=op, mode="throughput")
     if not rows:
         return {}, {key: f"{t.path.name}: no {op} throughput row"}
     row = rows[0]
-    instructions, probed = t.num(row, "instructions_per_step"), t.num(row, "probed_per_step")
+    instructions = t.num(row, "instructions_per_step")
+    probed = t.num(row, "probed_per_step") if row.get("probed_per_step") else 1.0
     per_step = 32 * NVIDIA_SCHEDULERS_PER_SM * instructions / t.num(row, "ops_per_clock_per_sm")
     return {key: (per_step - (instructions - probed)) / probed}, {key: (
         f"{t.path.name}: op={op}, mode=throughput: the scheduler's cycles a step (32 x {NVIDIA_SCHEDULERS_PER_SM}"
         " x instructions_per_step / ops_per_clock_per_sm) less one for each instruction but the probed ones, over "
         "probed_per_step")}
-
-
-def _xu_issue(t: _Table) -> Derived:
-    """Scheduler cycles one conversion holds: the `frnd_mix` step (one FRND among FFMAs, issue-bound) in cycles of
-    one scheduler per warp (32 lanes a warp instruction, NVIDIA_SCHEDULERS_PER_SM schedulers an SM), less one
-    cycle for each of its FFMAs."""
-    rows = t.select(op="frnd_mix", mode="throughput")
-    if not rows:
-        return {}, {"xu_issue_cycles": f"{t.path.name}: no frnd_mix throughput row"}
-    row = rows[0]
-    instructions = t.num(row, "instructions_per_step")
-    per_step = 32 * NVIDIA_SCHEDULERS_PER_SM * instructions / t.num(row, "ops_per_clock_per_sm")
-    return {"xu_issue_cycles": per_step - (instructions - 1)}, {"xu_issue_cycles": (
-        f"{t.path.name}: op=frnd_mix, mode=throughput: 32 x {NVIDIA_SCHEDULERS_PER_SM} x instructions_per_step / "
-        "ops_per_clock_per_sm, the scheduler's cycles a step, less one for each of the step's FFMAs")}
 
 
 def _mma(t: _Table) -> Derived:
