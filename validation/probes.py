@@ -563,8 +563,9 @@ def _rows(t: _Table) -> Derived:
                                             f"is within {ROWS_FLAT:g} x the shortest row's")
     else:
         notes["dram_load_granule_bytes"] = f"{name}: needs two mode=load rows"
-    partial = [s / stores[STORE_SECTOR_BYTES] for b, s in stores.items() if b < STORE_SECTOR_BYTES]
-    if partial and STORE_SECTOR_BYTES in stores:
+    whole = stores.get(STORE_SECTOR_BYTES)
+    partial = [s / whole for b, s in stores.items() if b < STORE_SECTOR_BYTES] if whole else []
+    if partial:
         values["partial_sector_store_factor"] = _median(partial)
         notes["partial_sector_store_factor"] = (f"{name}: median over the mode=store rows of fewer than "
                                                 f"{STORE_SECTOR_BYTES} row_bytes of time_s_median over the "

@@ -260,3 +260,13 @@ def test_rows_give_the_load_granule_and_the_partial_store_cost(tmp_path):
     c = probes.probe_constants(tmp_path)
     assert c.dram_load_granule_bytes == 64  # flat to 64 bytes, 62 us at 128
     assert c.partial_sector_store_factor == pytest.approx(125e-6 / 70e-6)
+
+
+def test_rows_without_a_whole_sector_store_leave_the_partial_cost_unset(tmp_path):
+    # --quick times 4, 16 and 64 bytes: no 32-byte store to compare the partial ones with
+    rows = [{"mode": m, "row_bytes": b, "time_s_median": t} for m in ("load", "store")
+            for b, t in ((4, 50e-6), (16, 51e-6), (64, 52e-6))]
+    _write(tmp_path, "rows", rows)
+    c = probes.probe_constants(tmp_path)
+    assert c.dram_load_granule_bytes == 64
+    assert c.partial_sector_store_factor is None and "32" in c.sources["partial_sector_store_factor"]

@@ -1,4 +1,4 @@
-"""Where a bench command writes its files, and its exit status when cases failed."""
+"""Where a bench command writes its files, the GPU it runs on, and its exit status when cases failed."""
 
 from __future__ import annotations
 
@@ -16,6 +16,26 @@ def output_folder(out: Path | None, prog: str) -> Path | None:
     else:
         out.mkdir(parents=True, exist_ok=True)
     return out
+
+
+def cuda_environment(prog: str) -> dict | None:
+    """The provenance of the CUDA GPU a timing command runs on (`timing.environment`), printed with the SM clocks,
+    after warming the clocks; None, with the reason on stderr prefixed by prog, without torch or a CUDA GPU."""
+    try:
+        import torch
+    except ImportError:
+        print(f"{prog}: torch is not installed; this needs a CUDA GPU with PyTorch", file=sys.stderr)
+        return None
+    if not torch.cuda.is_available():
+        print(f"{prog}: no CUDA GPU visible (torch.cuda.is_available() is False)", file=sys.stderr)
+        return None
+    from validation.companion.bench import timing
+
+    env = timing.environment()
+    print("environment:", env, flush=True)
+    print("nvidia-smi:", timing.smi_clocks(), flush=True)
+    timing.warm_clocks()
+    return env
 
 
 def report_failures(prog: str, failures: Sequence[str]) -> int:

@@ -32,14 +32,13 @@ from __future__ import annotations
 import argparse
 import math
 import re
-import sys
 import time
 import traceback
 from collections.abc import Callable
 from pathlib import Path
 
 from validation import probes as spec
-from validation.companion.bench.output import output_folder, report_failures
+from validation.companion.bench.output import cuda_environment, output_folder, report_failures
 from validation.measure_output import write_csv_atomic
 
 KIB = 1 << 10
@@ -910,6 +909,15 @@ GRID_TILES = 1 << 16  # 256 MiB read and 256 MiB written per launch: every sampl
 GRID_PROGRAMS_PER_SM = (4, 8, 16)  # persistent grids (QuickReduce's kernels run 1024 programs: ~8 per SM)
 
 
+def _bandwidth(launch: Callable[[], object], moved: int) -> dict:
+    """One eager launch per sample, the host hidden: the timing columns, the bytes a sample moves, and their rate."""
+    from validation.companion.bench.timing import bench
+    from validation.measure_output import summarize
+
+    stats = summarize(bench(launch, 1, hide_host_gaps=True))
+    return {"bytes_per_sample": moved, **stats, "bytes_per_s": moved / stats["time_s_median"]}
+
+
 def probe_grid(env: dict, quick: bool) -> list[dict]:
     """The same tile work as one workgroup per tile and as persistent programs that stride over the tiles.
 
@@ -922,9 +930,8 @@ def probe_grid(env: dict, quick: bool) -> list[dict]:
     """
     import torch
 
-    from validation.companion.bench.timing import DEVICE, bench
+    from validation.companion.bench.timing import DEVICE
     from validation.companion.kernels import probes as k
-    from validation.measure_output import summarize
 
     sm = env["sm_count"]
     src = torch.rand(GRID_TILES * GRID_BLOCK, device=DEVICE)
@@ -943,12 +950,9 @@ def probe_grid(env: dict, quick: bool) -> list[dict]:
             got = dst[:GRID_BLOCK * 4].double()
             if not torch.allclose(got, want, rtol=1e-5, atol=1e-6) or not torch.all(dst[-GRID_BLOCK:] != 0):
                 raise ProbeError(f"grid probe rounds={rounds} programs={programs}: wrong result")
-            stats = summarize(bench(launch, 1, hide_host_gaps=True))
-            moved = 2 * GRID_TILES * GRID_BLOCK * 4
             rows.append({"tiles": GRID_TILES, "block_elems": GRID_BLOCK, "num_warps": GRID_WARPS, "rounds": rounds,
-                         "programs": programs, "bytes_per_sample": moved, **stats,
-                         "bytes_per_s": moved / stats["time_s_median"]})
-            print(f"grid rounds={rounds:4} programs={programs:6}: {stats['time_s_median'] * 1e6:8.2f} us "
+                         "programs": programs, **_bandwidth(launch, 2 * GRID_TILES * GRID_BLOCK * 4)})
+            print(f"grid rounds={rounds:4} programs={programs:6}: {rows[-1]['time_s_median'] * 1e6:8.2f} us "
                   f"({rows[-1]['bytes_per_s'] / 1e12:5.2f} TB/s)", flush=True)
     return rows
 
@@ -968,9 +972,8 @@ def probe_rows(env: dict, quick: bool) -> list[dict]:
     import numpy as np
     import torch
 
-    from validation.companion.bench.timing import DEVICE, bench
+    from validation.companion.bench.timing import DEVICE
     from validation.companion.kernels import probes as k
-    from validation.measure_output import summarize
 
     pitch = ROWS_PITCH_BYTES // 4
     n_rows = ROWS_FOOTPRINT // ROWS_PITCH_BYTES
@@ -999,12 +1002,9 @@ def probe_rows(env: dict, quick: bool) -> list[dict]:
                 want = k.row_slice_reference(src.cpu().numpy(), pitch, r, ROWS_PER_PROGRAM)
                 if not np.allclose(got, want, rtol=1e-4):
                     raise ProbeError(f"rows probe: sum of {row_bytes} B rows wrong")
-            stats = summarize(bench(launch, 1, hide_host_gaps=True))
-            useful = n_rows * row_bytes
             rows.append({"mode": mode, "row_bytes": row_bytes, "pitch_bytes": ROWS_PITCH_BYTES, "rows": n_rows,
-                         "num_warps": ROWS_WARPS, "bytes_per_sample": useful, **stats,
-                         "bytes_per_s": useful / stats["time_s_median"]})
-            print(f"rows {mode:5} {row_bytes:4} B of {ROWS_PITCH_BYTES} B: {stats['time_s_median'] * 1e6:8.2f} us "
+                         "num_warps": ROWS_WARPS, **_bandwidth(launch, n_rows * row_bytes)})
+            print(f"rows {mode:5} {row_bytes:4} B of {ROWS_PITCH_BYTES} B: {rows[-1]['time_s_median'] * 1e6:8.2f} us "
                   f"({rows[-1]['bytes_per_s'] / 1e12:5.2f} TB/s useful)", flush=True)
     return rows
 
@@ -1029,21 +1029,13 @@ def run(args: argparse.Namespace) -> int:
     out = output_folder(args.out, "bench probes")
     if out is None:
         return 2
-    try:
-        import torch
-    except ImportError:
-        print("bench probes: torch is not installed; this needs a CUDA GPU with PyTorch", file=sys.stderr)
+    env = cuda_environment("bench probes")
+    if env is None:
         return 1
-    if not torch.cuda.is_available():
-        print("bench probes: no CUDA GPU visible (torch.cuda.is_available() is False)", file=sys.stderr)
-        return 1
+    import torch
 
     from validation.companion.bench import timing
 
-    env = timing.environment()
-    print("environment:", env, flush=True)
-    print("nvidia-smi:", timing.smi_clocks(), flush=True)
-    timing.warm_clocks()
     failures: list[str] = []
     names = args.only or [p for p in spec.PROBES if p not in spec.MULTI_GPU_PROBES or torch.cuda.device_count() > 1]
     for name in names:

@@ -68,6 +68,11 @@ def chase_kernel(table_ptr, state_ptr, clk_ptr, steps, USE_CLOCK: tl.constexpr):
     address is the previous load's value, so no two loads overlap: each step is one full round trip (plus
     the few integer instructions that form the address).
     """
+    _chase(table_ptr, state_ptr, clk_ptr, steps, USE_CLOCK)
+
+
+@triton.jit
+def _chase(table_ptr, state_ptr, clk_ptr, steps, USE_CLOCK: tl.constexpr):
     i = tl.load(state_ptr)
     t0 = read_clock(USE_CLOCK)
     for _ in range(steps):
@@ -426,14 +431,7 @@ def transpose_chain_ref(x: np.ndarray, c: np.ndarray, rounds: int) -> np.ndarray
 def peer_chase_kernel(addr_ptr, state_ptr, clk_ptr, steps, USE_CLOCK: tl.constexpr):
     """`chase_kernel` over a table whose address is held in addr_ptr[0] (another GPU's memory, reached over
     NVLink with peer access enabled): every step is one dependent load round trip to the peer."""
-    table = tl.load(addr_ptr).to(tl.pointer_type(tl.int32))
-    i = tl.load(state_ptr)
-    t0 = read_clock(USE_CLOCK)
-    for _ in range(steps):
-        i = tl.load(table + i, cache_modifier=".cg")
-    t1 = read_clock(USE_CLOCK)
-    tl.store(state_ptr, i)
-    record_clock(clk_ptr, t0, t1, USE_CLOCK)
+    _chase(tl.load(addr_ptr).to(tl.pointer_type(tl.int32)), state_ptr, clk_ptr, steps, USE_CLOCK)
 
 
 @triton.jit

@@ -13,13 +13,12 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import sys
 import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
 from validation import suites
-from validation.companion.bench.output import output_folder, report_failures
+from validation.companion.bench.output import cuda_environment, output_folder, report_failures
 from validation.measure_output import write_csv_atomic
 
 
@@ -69,21 +68,11 @@ def run(args: argparse.Namespace) -> int:
     out = output_folder(args.out, "bench suites")
     if out is None:
         return 2
-    try:
-        import torch
-    except ImportError:
-        print("bench suites: torch is not installed; this needs a CUDA GPU with PyTorch", file=sys.stderr)
+    env = cuda_environment("bench suites")
+    if env is None:
         return 1
-    if not torch.cuda.is_available():
-        print("bench suites: no CUDA GPU visible (torch.cuda.is_available() is False)", file=sys.stderr)
-        return 1
-
     from validation.companion.bench import timing
 
-    env = timing.environment()
-    print("environment:", env, flush=True)
-    print("nvidia-smi:", timing.smi_clocks(), flush=True)
-    timing.warm_clocks()
     failures: list[str] = []
     tables = []
     for suite in names:
