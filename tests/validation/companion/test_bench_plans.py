@@ -35,3 +35,25 @@ def test_the_entry_point_parses_every_command_without_torch():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
     commands = "['collectives', 'probes', 'quickreduce', 'sass-counts', 'suites']\n"
     assert out.stdout.split(maxsplit=1) == ["False", commands]
+
+
+def test_profile_summary_reads_the_committed_source_pages():
+    """The counter summary groups the KDA intra kernel's straight-line set-up apart from its loop and counts its
+    shared wavefronts against the conflict-free count (NOTES: 2.2 times)."""
+    from validation.companion.bench.profile_targets import source_pages, summary
+
+    path = str(ROOT / "validation" / "data" / "h200" / "ncu" / "kda_source.csv.gz")
+    pages = source_pages(path)
+    assert set(pages) == {"kda_intra_kernel", "kda_scan_kernel"}
+    setup = [r for r in pages["kda_intra_kernel"] if r["Instructions Executed"] == "1056"]
+    waves = sum(float(r["L1 Wavefronts Shared"]) for r in setup)
+    ideal = sum(float(r["L1 Wavefronts Shared Ideal"]) for r in setup)
+    assert 2.0 < waves / ideal < 2.4
+    text = summary(path)
+    assert "executed      1056x:  5255 instructions" in text and "kda_scan_kernel" in text
+
+
+def test_profile_targets_without_a_target_prints_usage():
+    out = subprocess.run([sys.executable, "-m", "validation.companion.bench.profile_targets"], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "summary SOURCE.csv.gz" in out.stderr

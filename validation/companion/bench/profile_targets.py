@@ -30,7 +30,7 @@ import gzip
 import sys
 from collections.abc import Callable, Sequence
 
-HELP = __doc__.split("\n\n")[1]
+HELP = __doc__
 
 
 def _number(text: str) -> float:
