@@ -15,6 +15,8 @@ COMMANDS = {
     "sass-counts": ("validation.companion.bench.sass", "count each kernel's SASS instructions (compiled, no GPU)"),
     "probes": ("validation.companion.bench.probes",
                "microbenchmarks of the cost model's hardware constants, one CSV per probe"),
+    "engine-step": ("validation.companion.bench.engine_step",
+                    "whole dense engine steps (Qwen3-32B shapes), graph-timed and traced with the PyTorch profiler"),
 }
 
 
