@@ -33,6 +33,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default=None, metavar="DIR",
                      help="write summary.json, requests.csv, steps.csv, report.html and scenario.yaml here")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    run.add_argument("--trace", default=None, metavar="FILE",
+                     help="write the run's engine steps as a Chrome trace (JSON, opens in ui.perfetto.dev)")
+    run.add_argument("--trace-steps", type=_positive_int, default=None, metavar="N",
+                     help="with --trace: the trace holds the first N engine steps (default 2000)")
     _cost_model_flag(run)
 
     comp = sub.add_parser("compare", help="predict design changes: each overlay on a base, deltas in %%")
@@ -102,6 +106,9 @@ def _parser() -> argparse.ArgumentParser:
     step.add_argument("--quickreduce", default=None, metavar="CODEC",
                       help="enable QuickReduce all-reduce with this codec (ROCm): fp, int8, int6, int4, int3, fp4")
     step.add_argument("--json", action="store_true", help="print one JSON object")
+    step.add_argument("--trace", default=None, metavar="FILE",
+                      help="write the step's predicted kernels and collectives as a Chrome trace (JSON, opens in "
+                           "ui.perfetto.dev)")
     _cost_model_flag(step)
 
     codec = sub.add_parser("codec", help="an all-reduce codec's wire format (QuickReduce tiles)")
@@ -203,11 +210,7 @@ def _dispatch(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
             kda_checkpoint_tokens=args.kda_checkpoint_tokens)
         return result, f"Memory per GPU: {args.model} on {args.hw}, TP{args.tp} DCP{args.dcp}"
     if args.command == "step":
-        result = workload_queries.step_query(
-            args.model, args.hw, tp=args.tp, dcp=args.dcp, ep=args.ep, decode=args.decode,
-            prefill=args.prefill, verify=args.verify, drafts=args.drafts,
-            options=args.option, platform=args.platform, quickreduce=args.quickreduce)
-        return result, f"Step: {args.model} on {args.hw}, TP{args.tp}"
+        return _step(args)
     if args.command == "codec":
         return collective_queries.codec_query(args.codec), f"Codec {args.codec}"
     if args.command == "collective":
@@ -228,6 +231,29 @@ def _dispatch(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     raise UserError(f"unknown command {args.command!r}")
 
 
+def _step(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    from infersim import outputs
+
+    if args.trace is not None:
+        outputs.check_trace_path(args.trace)
+    query = dict(tp=args.tp, dcp=args.dcp, ep=args.ep, decode=args.decode, prefill=args.prefill, verify=args.verify,
+                 drafts=args.drafts, options=args.option, platform=args.platform, quickreduce=args.quickreduce)
+    result = workload_queries.step_query(args.model, args.hw, **query)
+    if args.trace is not None:
+        _write_trace(workload_queries.step_trace(args.model, args.hw, **query), args.trace)
+    return result, f"Step: {args.model} on {args.hw}, TP{args.tp}"
+
+
+def _write_trace(trace: dict[str, Any], path: str) -> None:
+    from infersim.outputs import write_trace
+
+    try:
+        written = write_trace(trace, path)
+    except OSError as err:
+        raise UserError(f"--trace {path}: cannot write: {err.strerror or err}") from None
+    print(f"infersim: wrote {written}", file=sys.stderr)
+
+
 def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     from infersim.progress import run_with_progress
     from simulator.scenario import load_scenario
@@ -236,8 +262,18 @@ def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         from infersim.outputs import check_out_dir
 
         check_out_dir(args.out)  # fail before simulating, not after
+    if args.trace_steps is not None and args.trace is None:
+        raise UserError("--trace-steps bounds the trace: give --trace FILE too")
+    if args.trace is not None:
+        from infersim.outputs import check_trace_path
+
+        check_trace_path(args.trace)  # fail before simulating, not after
     scenario = load_scenario(args.scenario, args.overlay, args.sets)
     result = run_with_progress(scenario)
+    if args.trace is not None:
+        from infersim.outputs import run_trace
+
+        _write_trace(run_trace(result, args.trace_steps), args.trace)
     if args.out is not None:
         from infersim.outputs import write_outputs
 

@@ -1,12 +1,13 @@
 """What `infersim run --out DIR` writes: summary.json, requests.csv, steps.csv, report.html and the resolved
-scenario.yaml (`infersim run DIR/scenario.yaml` reproduces the run), each atomically."""
+scenario.yaml (`infersim run DIR/scenario.yaml` reproduces the run), each atomically; and the Chrome traces of
+`--trace FILE` (`infersim step`, `infersim run`)."""
 
 from __future__ import annotations
 
 import json
 import os
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -75,6 +76,69 @@ def write_outputs(result: SimulationResult, out_dir: str | Path) -> list[Path]:
     for path in paths:
         atomic_write(path, lambda tmp, text=texts[path.name]: Path(tmp).write_text(text, encoding="utf-8"))
     return paths
+
+
+def infersim_version() -> str:
+    """The installed infersim's version, for the files it writes."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("infersim")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
+def check_trace_path(path: str | Path) -> Path:
+    """`path` as a Path if a trace file can be written there; a ValueError naming it otherwise (checked before work)."""
+    if str(path) == "":
+        raise ValueError("--trace needs a file name, got ''")
+    target = Path(path)
+    if target.is_dir():
+        raise ValueError(f"--trace {target}: is a folder, not a file")
+    parent = target.parent
+    if not parent.exists():
+        raise ValueError(f"--trace {target}: folder {parent} does not exist")
+    if not parent.is_dir():
+        raise ValueError(f"--trace {target}: {parent} is not a folder")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"--trace {target}: cannot write in {parent}")
+    return target
+
+
+def write_trace(trace: Mapping[str, Any], path: str | Path) -> Path:
+    """A Chrome trace document as JSON at `path`, atomically: the text is made before the file is touched."""
+    target = check_trace_path(path)
+    text = json.dumps(trace, separators=(",", ":"), allow_nan=False) + "\n"
+    atomic_write(target, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    return target
+
+
+def run_trace(result: SimulationResult, max_steps: int | None = None) -> dict[str, Any]:
+    """The run's engine steps as a Chrome trace (the first `max_steps`, by default RUN_TRACE_STEPS)."""
+    from hwmodels.calibration import load_calibration
+    from hwmodels.spec import load_platform
+    from infersim import chrome_trace
+
+    s = result.scenario
+    platform = load_platform(s.hardware.platform)
+    p = s.parallel
+    layout = f"tp={p.tp}" + (f", dcp={p.dcp}" if p.dcp > 1 else "") + (f", ep={p.ep}" if p.ep > 1 else "")
+    other = {
+        "infersim_version": infersim_version(),
+        "trace": "simulated engine steps of a serving run",
+        "scenario": s.name,
+        "model": s.model.name,
+        "platform": platform.name,
+        "hw": platform.gpu,
+        "tp": p.tp, "dcp": p.dcp, "ep": p.ep,
+        "drafts": s.spec_decode.drafts,
+        "cost_model": load_calibration(platform.gpu, cost_model=s.cost.model).cost_model.value,
+        "simulated_s": result.summary.get("simulated_s"),
+        "requests_completed": result.summary.get("requests_completed"),
+    }
+    process = f"infersim simulated run: {s.name} ({s.model.name} on {platform.name}, {layout})"
+    bound = chrome_trace.RUN_TRACE_STEPS if max_steps is None else max_steps
+    return chrome_trace.run_trace(result.steps, process, other, bound)
 
 
 # (row, col) of each report panel -> (x-axis title, y-axis title), each with its unit.

@@ -12,6 +12,7 @@ from hwmodels.calibration import load_calibration
 from hwmodels.interconnect import build_fabric
 from hwmodels.spec import load_gpu, load_platform
 from hwmodels.specfile import FieldError
+from infersim import chrome_trace
 from simulator.cost.step_parts import StepParts
 from simulator.scenario import kernel_options
 from workloads.codecs import Codec
@@ -131,10 +132,7 @@ def step_query(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, decod
                options: Sequence[str] = (), platform: str | None = None,
                quickreduce: str | None = None) -> dict[str, Any]:
     """One engine step of exactly these shapes: per-family launches, FLOP, bytes and time, collectives, the total."""
-    from infersim.collective_queries import platform_for
-
-    parts = step_parts(model, hw, platform_for(platform or hw, tp), tp, dcp, ep, tuple(options), quickreduce)
-    batch = _batch(decode, prefill, verify, drafts)
+    parts, batch = _step(model, hw, tp, dcp, ep, decode, prefill, verify, drafts, options, platform, quickreduce)
     timed = parts.step_time(batch)
     plan = build_step(batch, parts.deployment)
     families: dict[str, dict[str, float]] = {}
@@ -174,6 +172,42 @@ def step_query(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, decod
         "tiles": tiles,
         "options": {f.name: _plain(getattr(d.options, f.name)) for f in dataclasses.fields(KernelOptions)},
     }
+
+
+def step_trace(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, decode: str | None = None,
+               prefill: str | None = None, verify: str | None = None, drafts: int = 0,
+               options: Sequence[str] = (), platform: str | None = None,
+               quickreduce: str | None = None) -> dict[str, Any]:
+    """The step of `step_query` as a Chrome trace: its launches in plan order on a compute and a collective track."""
+    from infersim.outputs import infersim_version
+
+    summary = step_query(model, hw, tp=tp, dcp=dcp, ep=ep, decode=decode, prefill=prefill, verify=verify,
+                         drafts=drafts, options=options, platform=platform, quickreduce=quickreduce)
+    parts, batch = _step(model, hw, tp, dcp, ep, decode, prefill, verify, drafts, options, platform, quickreduce)
+    d = parts.deployment
+    layout = f"tp={tp}" + (f", dcp={dcp}" if dcp > 1 else "") + (f", ep={ep}" if ep > 1 else "")
+    other = {
+        "infersim_version": infersim_version(),
+        "trace": "predicted engine step of the modelled rank",
+        "cost_model": parts.calib.cost_model.value,
+        "quickreduce": quickreduce,
+        **{key: summary[key] for key in (
+            "model", "hw", "platform", "tp", "dcp", "ep", "batch", "tokens", "launch_mode", "overlap_collectives",
+            "step_time_s", "kernel_time_s", "collective_time_s", "flop", "bytes", "options")},
+    }
+    process = f"infersim predicted step: {d.model.name} on {d.gpu.name}, {layout}"
+    placed = parts.timeline(batch)
+    return chrome_trace.step_trace(placed, d.model.layers, d.options.overlap_collectives, process, other)
+
+
+def _step(model: str, hw: str, tp: int, dcp: int, ep: int, decode: str | None, prefill: str | None,
+          verify: str | None, drafts: int, options: Sequence[str], platform: str | None,
+          quickreduce: str | None) -> tuple[StepParts, Batch]:
+    """The deployment's memoized parts and the batch of one step query."""
+    from infersim.collective_queries import platform_for
+
+    parts = step_parts(model, hw, platform_for(platform or hw, tp), tp, dcp, ep, tuple(options), quickreduce)
+    return parts, _batch(decode, prefill, verify, drafts)
 
 
 def _batch(decode: str | None, prefill: str | None, verify: str | None, drafts: int) -> Batch:

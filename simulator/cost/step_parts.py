@@ -17,7 +17,16 @@ from dataclasses import dataclass
 
 from hwmodels.calibration import Calibration
 from hwmodels.interconnect import Fabric
-from simulator.cost.step_time import StepTime, TimedItems, step_total_s, time_plan, weighted_sum
+from simulator.cost.step_time import (
+    PlacedLaunch,
+    StepTime,
+    TimedItems,
+    place,
+    step_total_s,
+    time_plan,
+    timed_launches,
+    weighted_sum,
+)
 from workloads import layers
 from workloads.codecs import Codec
 from workloads.deployment import Deployment
@@ -104,6 +113,11 @@ class StepParts:
         parts = [*self._token_parts(batch.tokens, batch.sampled_tokens),
                  *self._sequence_parts(chunks, batch.decodes, batch.verifies, batch.drafts)]
         return weighted_sum(parts, self.overlap)
+
+    def timeline(self, batch: Batch) -> list[PlacedLaunch]:
+        """The step's every launch in plan order, timed as its parts are (one memo) and placed on its stream."""
+        plan = layers.build_step(batch, self.deployment)
+        return place(timed_launches(plan, self.fabric, self.calib, self.quickreduce, self._timed), self.overlap)
 
     def _part(self, key: tuple, build: Callable[[], tuple[Batch, list[StepItem]]], tags: frozenset[Depends]
               ) -> StepTime:

@@ -9,7 +9,7 @@ that rule is written).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
 from hwmodels.calibration import Calibration
@@ -19,7 +19,7 @@ from simulator.cost.collective_policy import collective_time
 from simulator.cost.workgroup_des import dispatch_s
 from workloads.codecs import Codec
 from workloads.kernel_base import KernelKind
-from workloads.step import StepPlan
+from workloads.step import StepItem, StepPlan
 
 
 @dataclass(frozen=True)
@@ -44,19 +44,16 @@ class TimedItems:
     """Times of kernels and collectives already costed: a step repeats the same shapes layer after layer."""
 
     kernels: dict[KernelKind, list[tuple[str, float]]] = field(default_factory=dict)
-    collectives: dict[tuple, tuple[str, float]] = field(default_factory=dict)  # by (op, payload, group)
+    collectives: dict[tuple, list[tuple[str, float]]] = field(default_factory=dict)  # by (op, payload, group)
 
 
-def time_plan(plan: StepPlan, fabric: Fabric, calib: Calibration, quickreduce: Codec | None = None,
-              timed: TimedItems | None = None) -> StepTime:
-    """Every kernel launch and collective of a step plan, timed and summed per family."""
+def timed_items(plan: StepPlan, fabric: Fabric, calib: Calibration, quickreduce: Codec | None = None,
+                timed: TimedItems | None = None) -> Iterator[tuple[StepItem, list[tuple[str, float]]]]:
+    """Every item of a step plan in order with (family, seconds) of each of its kernel launches, or a collective's
+    one ("op:algorithm", seconds): the one loop that times a plan. The lists are the memo's: read, never change."""
     d = plan.deployment
     mode = d.options.launch
     timed = timed if timed is not None else TimedItems()
-    by_family: dict[str, float] = {}
-    by_collective: dict[str, float] = {}
-    kernel_s = collective_s = 0.0
-    launches = 0
     for item in plan.items:
         if item.kernel is not None:
             launched = timed.kernels.get(item.kernel)
@@ -64,21 +61,92 @@ def time_plan(plan: StepPlan, fabric: Fabric, calib: Calibration, quickreduce: C
                 launched = [(w.family.value if w.family else "other",
                              kernel_time(w, d.gpu, calib, mode, dispatch_s).time_s) for w in item.kernel.launches()]
                 timed.kernels[item.kernel] = launched
+        else:
+            c = item.collective
+            key = (c.op, c.payload_bytes, c.group_size)  # the purpose does not time it
+            launched = timed.collectives.get(key)
+            if launched is None:
+                result = collective_time(c, fabric, d.gpu, calib, mode=mode, quickreduce=quickreduce)
+                launched = timed.collectives[key] = [(f"{c.op.value}:{result.algorithm.value}", result.time_s)]
+        yield item, launched
+
+
+def time_plan(plan: StepPlan, fabric: Fabric, calib: Calibration, quickreduce: Codec | None = None,
+              timed: TimedItems | None = None) -> StepTime:
+    """Every kernel launch and collective of a step plan, timed and summed per family."""
+    by_family: dict[str, float] = {}
+    by_collective: dict[str, float] = {}
+    kernel_s = collective_s = 0.0
+    launches = 0
+    for item, launched in timed_items(plan, fabric, calib, quickreduce, timed):
+        if item.kernel is not None:
             for family, t in launched:
                 by_family[family] = by_family.get(family, 0.0) + t
                 kernel_s += t
             launches += len(launched)
-        elif item.collective is not None:
-            c = item.collective
-            key = (c.op, c.payload_bytes, c.group_size)  # the purpose does not time it
-            entry = timed.collectives.get(key)
-            if entry is None:
-                result = collective_time(c, fabric, d.gpu, calib, mode=mode, quickreduce=quickreduce)
-                entry = timed.collectives[key] = (f"{c.op.value}:{result.algorithm.value}", result.time_s)
-            by_collective[entry[0]] = by_collective.get(entry[0], 0.0) + entry[1]
-            collective_s += entry[1]
-    total = step_total_s(kernel_s, collective_s, d.options.overlap_collectives)
+        else:
+            label, t = launched[0]
+            by_collective[label] = by_collective.get(label, 0.0) + t
+            collective_s += t
+    total = step_total_s(kernel_s, collective_s, plan.deployment.options.overlap_collectives)
     return StepTime(total, kernel_s, collective_s, by_family, by_collective, launches)
+
+
+@dataclass(frozen=True)
+class TimedLaunch:
+    """One kernel launch or collective of a step plan, in plan order, with its predicted seconds."""
+
+    item: StepItem
+    launch: int  # which of the item's kernel launches (0 for a collective)
+    label: str  # the launch's kernel family, or a collective's "op:algorithm"
+    time_s: float
+
+
+def timed_launches(plan: StepPlan, fabric: Fabric, calib: Calibration, quickreduce: Codec | None = None,
+                   timed: TimedItems | None = None) -> Iterator[TimedLaunch]:
+    """The launches of `timed_items` one by one, for a timeline."""
+    for item, launched in timed_items(plan, fabric, calib, quickreduce, timed):
+        for index, (label, t) in enumerate(launched):
+            yield TimedLaunch(item, index, label, t)
+
+
+COMPUTE, COLLECTIVES = "compute", "collectives"  # the streams of a step's timeline
+
+
+@dataclass(frozen=True)
+class PlacedLaunch:
+    """A timed launch on the step's timeline: its stream and its start, in seconds from the step's start."""
+
+    timed: TimedLaunch
+    stream: str  # COMPUTE or COLLECTIVES
+    start_s: float
+
+    @property
+    def end_s(self) -> float:
+        return self.start_s + self.timed.time_s
+
+
+def place(launches: Iterable[TimedLaunch], overlap_collectives: bool) -> list[PlacedLaunch]:
+    """The step's timeline: kernels back to back on the compute stream, each collective on its own stream.
+
+    Serialized (the default), a collective starts where the plan issues it and compute waits for it, so the
+    timeline ends at `step_total_s`. Overlapped, compute runs on and a collective starts at its issue or when the
+    previous one ends; `step_total_s` takes the longer stream (a perfect overlap, which does not wait for the
+    issue), so this timeline can end later than it.
+    """
+    placed = []
+    compute_s = collective_s = 0.0  # where each stream is free
+    for t in launches:
+        if t.item.kernel is not None:
+            placed.append(PlacedLaunch(t, COMPUTE, compute_s))
+            compute_s += t.time_s
+        else:
+            start = max(compute_s, collective_s)
+            placed.append(PlacedLaunch(t, COLLECTIVES, start))
+            collective_s = start + t.time_s
+            if not overlap_collectives:
+                compute_s = collective_s
+    return placed
 
 
 def weighted_sum(parts: Iterable[tuple[StepTime, int]], overlap_collectives: bool) -> StepTime:
