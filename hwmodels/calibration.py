@@ -18,6 +18,8 @@ from hwmodels.work import Family
 
 CALIBRATION_DIR = Path(__file__).parent / "calibrations"
 DEFAULT = "default"
+# The terms that can bound a launch, as `family_time_scale` keys them (beside `default`)
+TIME_SCALE_BOUNDS = ("compute", "memory", "latency", DEFAULT)
 
 
 class CostModel(Enum):
@@ -53,6 +55,12 @@ class Calibration:
     # HBM bandwidth a grid-stride (persistent) loop reaches, over one workgroup per tile's (`Program.grid_stride`)
     grid_stride_efficiency: float = 1.0
     cost_model: CostModel = CostModel.CYCLE
+    # Fitted on measured traces (`infersim calibrate`): a launch's time (its compute, memory and latency terms;
+    # not the launch overhead) times the factor of its family and of the term that bounds it (`compute`,
+    # `memory`, `latency`), else the family's `default`; families not named keep 1.
+    family_time_scale: Mapping[str, Mapping[str, float]] = field(default_factory=dict)
+    fitted_on: str = ""  # what a fitted calibration was fitted on and tested against (text; nothing reads it)
+    gpu: str = ""  # the GPU a fitted calibration was fitted on: loading it for another GPU is an error
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -81,6 +89,17 @@ class Calibration:
             raise FieldError("mlp_smoothness", f"must be positive, got {self.mlp_smoothness}")
         if self.latency_hiding_workgroups_per_cu < 1:
             raise FieldError("latency_hiding_workgroups_per_cu", "must be at least 1")
+        _check_names("family_time_scale", self.family_time_scale, {f.value for f in Family})
+        for fam, per_bound in self.family_time_scale.items():
+            _check_names(f"family_time_scale.{fam}", per_bound, set(TIME_SCALE_BOUNDS))
+            for bound, scale in per_bound.items():
+                if not (isinstance(scale, int | float) and 0.05 <= scale <= 20):
+                    raise FieldError(f"family_time_scale.{fam}.{bound}", f"must be in [0.05, 20], got {scale}")
+
+    def time_scale_for(self, family: Family | None, bound: str) -> float:
+        """The fitted factor on a launch of this family bound by `bound` (1 where none was fitted)."""
+        table = self.family_time_scale.get(family.value, {}) if family else {}
+        return table.get(bound, table.get(DEFAULT, 1.0))
 
     def compute_efficiency_for(self, family: Family | None, dtype: Dtype) -> float:
         """Share of the dtype's dense peak this family reaches."""
@@ -121,6 +140,23 @@ def _deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str
 _CHOSEN_MODEL: contextvars.ContextVar[CostModel | None] = contextvars.ContextVar("cost_model", default=None)
 
 
+# A calibration file the caller chose for everything it times (`--calibration` of `run`, `step`, `compare`,
+# `validate`): overlaid on each GPU's calibration wherever one is loaded without a path of its own.
+_CHOSEN_PATH: contextvars.ContextVar[str | None] = contextvars.ContextVar("calibration_path", default=None)
+
+
+@contextlib.contextmanager
+def calibration_chosen(path: str | Path | None) -> Iterator[None]:
+    """Within the block, every calibration loaded without an explicit path overlays the file at `path`."""
+    if path is not None and not Path(path).is_file():
+        raise FieldError("calibration", f"{path}: no such calibration file")
+    token = _CHOSEN_PATH.set(None if path is None else str(path))
+    try:
+        yield
+    finally:
+        _CHOSEN_PATH.reset(token)
+
+
 @contextlib.contextmanager
 def cost_model_chosen(model: CostModel | str | None) -> Iterator[None]:
     """Within the block, every calibration loaded without an explicit model uses `model`."""
@@ -143,9 +179,13 @@ def _parse_model(model: CostModel | str) -> CostModel:
 
 def load_calibration(gpu_name: str | None = None, path: str | Path | None = None,
                      cost_model: CostModel | str | None = None) -> Calibration:
-    """The default calibration, overlaid with `calibrations/<gpu>.yaml` if it exists, then with `path`;
+    """The default calibration, overlaid with `calibrations/<gpu>.yaml` if it exists, then with `path` (else the
+    file `calibration_chosen` set, if any);
     `cost_model` ('cycle' or 'roofline', else the one chosen by `cost_model_chosen`) replaces the file's."""
+    path = path if path is not None else _CHOSEN_PATH.get()
     calib = _load_calibration(gpu_name, None if path is None else str(path))
+    if calib.gpu and gpu_name and calib.gpu != gpu_name:
+        raise FieldError("calibration", f"{path}: fitted on {calib.gpu}, not usable for {gpu_name}")
     cost_model = cost_model if cost_model is not None else _CHOSEN_MODEL.get()
     if cost_model is None:
         return calib

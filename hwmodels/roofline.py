@@ -142,8 +142,10 @@ def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = Lau
                                   * (matrix_clock_share(gpu) if cycle and dtype is not Dtype.FP32 else 1.0))
             for dtype, flop in work.flop_by_dtype.items() if flop
         )
-        compute_s = max(work.flop * s_per_flop,
-                        work.workgroup_flop * per_cu_rounds * cus * s_per_flop / hiding)
+        busiest_cu_flop = work.workgroup_flop * per_cu_rounds
+        if work.flop_heaviest_workgroup is not None:  # dealt out longest first: one heaviest block's excess
+            busiest_cu_flop += max(0.0, work.flop_heaviest_workgroup - work.workgroup_flop)
+        compute_s = max(work.flop * s_per_flop, busiest_cu_flop * cus * s_per_flop / hiding)
 
     if work.warp_instructions_per_workgroup is not None:
         compute_s = max(compute_s, issue_s(work, gpu, per_cu_rounds, resident))
@@ -166,10 +168,12 @@ def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = Lau
         memory_s = max(work.bytes / bandwidth, work.workgroup_bytes * stream_rounds / (cu_bandwidth * hiding))
 
     launch_s = launch_overhead_s(gpu, calib, mode, work.triton_launch)
-    busy_s = max(compute_s, memory_s, latency_s)
+    floor_s = roofline_floor_s(work, gpu)
     bound = Bound.COMPUTE if compute_s >= memory_s else Bound.MEMORY
     if latency_s > max(compute_s, memory_s):
         bound = Bound.LATENCY
+    # a fitted scale below 1 never takes a launch under the roofline floor
+    busy_s = max(max(compute_s, memory_s, latency_s) * calib.time_scale_for(work.family, bound.value), floor_s)
     if launch_s > busy_s:
         bound = Bound.LAUNCH
     return KernelTime(
@@ -177,7 +181,7 @@ def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = Lau
         compute_s=compute_s,
         memory_s=memory_s,
         launch_s=launch_s,
-        floor_s=roofline_floor_s(work, gpu),
+        floor_s=floor_s,
         bound=bound,
         waves=-(-work.workgroups // (cus * occ.workgroups_per_cu)),
         occupancy=occ,

@@ -46,6 +46,9 @@ class Work:
     family: Family | None = None
     # What the busiest workgroup executes, when not an even share (tile padding); None: flop / workgroups.
     flop_per_workgroup: float | None = None
+    # An uneven grid dealt out longest first (a causal attention's query blocks): its heaviest workgroup's FLOP,
+    # with `flop_per_workgroup` the mean; the busiest CU does the mean per round plus one heaviest's excess.
+    flop_heaviest_workgroup: float | None = None
     # Workgroups that stream distinct data from HBM, and the bytes each streams. A GEMM's row blocks
     # share their weight tiles through L2, so its streams are its column blocks. None: every workgroup
     # streams an even share of the bytes.
@@ -70,7 +73,7 @@ class Work:
                      "registers_per_thread", "launches"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
-        for name in ("flop_per_workgroup", "bytes_per_workgroup", "memory_workgroups",
+        for name in ("flop_per_workgroup", "flop_heaviest_workgroup", "bytes_per_workgroup", "memory_workgroups",
                      "warp_instructions_per_workgroup"):
             value = getattr(self, name)
             if value is not None and value < 0:

@@ -150,6 +150,31 @@ def _parser() -> argparse.ArgumentParser:
                      help="instead: the model against the published 8x MI300X all-reduce table")
     val.add_argument("--json", action="store_true", help="print one JSON object")
     _cost_model_flag(val)
+
+    trace = sub.add_parser("trace", help="measured profiler traces (PyTorch/Kineto, Nsight Systems, rocprofv3)")
+    trace_sub = trace.add_subparsers(dest="trace_command", required=True, metavar="ACTION")
+    tp = trace_sub.add_parser("predict", help="each traced kernel predicted by the model; per family and per trace")
+    tp.add_argument("files", nargs="+", metavar="TRACE", help="trace files (.json, .json.gz, .sqlite, .csv)")
+    tp.add_argument("--hw", required=True, help="the GPU the traces ran on, e.g. h200")
+    tp.add_argument("--step-times", default=None, metavar="CSV",
+                    help="each trace's measured step time (columns trace, time_s_median), e.g. engine_step.csv")
+    tp.add_argument("--html", default=None, metavar="FILE", help="also write a plotly page of the comparison")
+    tp.add_argument("--json", action="store_true", help="print one JSON object")
+    _cost_model_flag(tp)
+
+    cal = sub.add_parser("calibrate", help="fit a calibration on some traces, test it on the rest, write it")
+    cal.add_argument("files", nargs="+", metavar="TRACE", help="trace files; every other one (name order) fits")
+    cal.add_argument("--hw", required=True, help="the GPU the traces ran on, e.g. h200")
+    cal.add_argument("--out", required=True, metavar="YAML", help="the calibration file to write")
+    cal.add_argument("--step-times", default=None, metavar="CSV",
+                     help="each trace's measured step time (columns trace, time_s_median): fit the graph node's "
+                          "overhead and test whole steps; without it, test the traced kernel time")
+    cal.add_argument("--train-share", type=float, default=0.5, help="share of the traces to fit on (default 0.5)")
+    cal.add_argument("--json", action="store_true", help="print one JSON object")
+    _cost_model_flag(cal)
+    for command in (run, comp, step, val, tp):
+        command.add_argument("--calibration", default=None, metavar="YAML",
+                             help="a calibration overlay (e.g. from infersim calibrate) on each GPU's calibration")
     return parser
 
 
@@ -178,12 +203,13 @@ def _positive_int(text: str) -> int:
 
 def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     """(JSON result, table title) of the command, timed with the chosen cost model."""
-    from hwmodels.calibration import cost_model_chosen
+    from hwmodels.calibration import calibration_chosen, cost_model_chosen
 
     model = getattr(args, "cost_model", None)
     if model is not None and args.command in ("run", "compare"):
         args.sets = [*args.sets, f"cost.model={model}"]
-    with cost_model_chosen(model):
+    chosen = getattr(args, "calibration", None) if args.command != "kernel" else None
+    with cost_model_chosen(model), calibration_chosen(chosen):
         return _dispatch(args)
 
 
@@ -228,6 +254,16 @@ def _dispatch(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         from infersim.validation_queries import validate_command
 
         return validate_command(args)
+    if args.command == "trace":
+        from infersim.trace_queries import trace_predict_query
+
+        result = trace_predict_query(args.files, args.hw, args.calibration, args.step_times, args.html)
+        return result, f"Traces against the model on {args.hw}"
+    if args.command == "calibrate":
+        from infersim.trace_queries import calibrate_query
+
+        result = calibrate_query(args.files, args.hw, args.out, args.step_times, args.train_share)
+        return result, f"Calibration fitted on {result['train_traces']} traces, tested on {result['test_traces']}"
     raise UserError(f"unknown command {args.command!r}")
 
 

@@ -79,13 +79,25 @@ class AttentionPrefill(KernelKind):
                 # the Q tile plus one K and one V tile: (block_m + 2*block_n) * head_dim * bits/8
                 lds_bytes_per_workgroup=cdiv((self.block_m + 2 * self.block_n) * d * self.dtype.bits, 8),
                 family=Family.ATTENTION_PREFILL,
-                # the busiest query block: full rows against every key (causal blocks do less)
-                flop_per_workgroup=(4 * d + _SOFTMAX_FLOP_PER_PAIR) * rows * keys,
+                # a query block's rows against its keys: every key, or under a causal mask the mean block's
+                # (assumption: the library's tile scheduler deals the unequal causal blocks out longest first,
+                # as FlashAttention-3's persistent scheduler does: each CU does the mean block per round, the
+                # busiest one heaviest block's excess more)
+                flop_per_workgroup=(4 * d + _SOFTMAX_FLOP_PER_PAIR) * rows * self._block_keys(keys, rows),
+                flop_heaviest_workgroup=(4 * d + _SOFTMAX_FLOP_PER_PAIR) * rows * keys,
                 # the query blocks and heads of one KV group share its K and V through L2
                 memory_workgroups=s * self.kv_heads,
-                program=self._program(keys, 1 if packed else cdiv(self.q_len, self.block_m) * group),
+                program=self._program(self._block_keys(keys, rows),
+                                      1 if packed else cdiv(self.q_len, self.block_m) * group),
             ),
         )
+
+    def _block_keys(self, keys: int, rows: int) -> int:
+        """Keys one query block of `rows` rows scores: all of them, or under a causal mask the blocks' mean (the
+        cached prefix, then on average half of the new tokens past the block's own rows)."""
+        if not self.causal or self.q_len <= rows:
+            return keys
+        return self.cached + cdiv(self.q_len + rows, 2)
 
     def _program(self, keys: int, reuse: int) -> Program:
         """A query block streams K and V tiles, two stages deep (FlashAttention-2/3 pipelines).

@@ -1,0 +1,246 @@
+"""`infersim trace predict` and `infersim calibrate`: measured profiler traces against the model.
+
+    infersim trace predict TRACE... --hw h200 [--calibration YAML] [--step-times CSV] [--html FILE] [--json]
+    infersim calibrate TRACE... --hw h200 --out calibration.yaml [--step-times CSV] [--train-share 0.5]
+
+`--step-times CSV` names each trace's measured step time (a CSV with columns `trace` and `time_s_median`, as
+`engine_step.csv` holds): the predicted graph step is then compared with it, beside the traced GPU-busy time.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import statistics
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+TOP_UNMATCHED = 10
+
+
+def _load(files: Sequence[str], hw: str, calibration: str | None):
+    from hwmodels.calibration import load_calibration
+    from hwmodels.spec import load_gpu
+    from validation.profiler_traces import read_trace
+    from validation.trace_predict import predict_trace
+
+    if not files:
+        raise ValueError("give at least one trace file")
+    gpu = load_gpu(hw)
+    calib = load_calibration(hw, calibration)
+    return [predict_trace(read_trace(f), gpu, calib) for f in files], calib
+
+
+def read_step_times(path: str | None, files: Sequence[str]) -> list[float] | None:
+    """Each trace's measured step time from a CSV of `trace` and `time_s_median` (None without a CSV)."""
+    if path is None:
+        return None
+    try:
+        with open(path, newline="") as f:
+            rows = list(csv.DictReader(f))
+    except (OSError, UnicodeDecodeError, csv.Error) as err:
+        raise ValueError(f"--step-times {path}: cannot read: {err}") from None
+    if not rows or not {"trace", "time_s_median"} <= set(rows[0]):
+        raise ValueError(f"--step-times {path}: needs the columns trace and time_s_median")
+    times: dict[str, float] = {}
+    for i, row in enumerate(rows, start=2):
+        try:
+            value = float(row["time_s_median"])
+        except (TypeError, ValueError):
+            raise ValueError(f"--step-times {path}: line {i}: time_s_median {row['time_s_median']!r} is not a number"
+                             ) from None
+        if not (math.isfinite(value) and value > 0):
+            raise ValueError(f"--step-times {path}: line {i}: time_s_median must be positive, got {value}")
+        times[Path(row["trace"]).name] = value
+    missing = [Path(f).name for f in files if Path(f).name not in times]
+    if missing:
+        raise ValueError(f"--step-times {path}: no row for {', '.join(missing)}")
+    return [times[Path(f).name] for f in files]
+
+
+def _pct(predicted: float, measured: float) -> float:
+    return 100.0 * (predicted / measured - 1.0) if measured else float("nan")
+
+
+def _trace_row(p, measured_s: float | None, calibrated_s: float | None = None) -> dict[str, Any]:
+    row: dict[str, Any] = {
+        "trace": Path(p.trace.path).name, "format": p.trace.format, "launches": p.launches,
+        "traced_busy_s": p.trace.busy_s(), "predicted_kernels_s": p.predicted_kernels_s,
+        "kernels_error_pct": _pct(p.predicted_kernels_s, p.traced_s), "predicted_graph_step_s": p.predicted_step_s,
+        "unmatched_pct": 100.0 * p.unmatched_share, "skipped_records": p.trace.skipped}
+    if measured_s is not None:
+        row["measured_step_s"] = measured_s
+        row["step_error_pct"] = _pct(p.predicted_step_s, measured_s)
+    if calibrated_s is not None:
+        row["calibrated_step_s"] = calibrated_s
+        row["calibrated_error_pct"] = _pct(calibrated_s, measured_s) if measured_s else float("nan")
+    return row
+
+
+def _family_rows(predictions) -> list[dict[str, Any]]:
+    from validation.trace_predict import family_totals
+
+    return [{"family": t.family, "groups": t.groups, "traced_s": t.traced_s + t.unmatched_s,
+             "predicted_s": t.predicted_s if t.predicted_s else None,
+             "error_pct": t.error_pct if t.predicted_s else None,
+             "unmatched_s": t.unmatched_s} for t in family_totals(predictions).values()]
+
+
+def _unmatched_rows(predictions) -> list[dict[str, Any]]:
+    total = sum(p.traced_s for p in predictions)
+    merged: dict[tuple[str, str], list] = {}
+    for p in predictions:
+        for name, reason, count, seconds in p.unmatched():
+            row = merged.setdefault((name, reason), [0, 0.0])
+            row[0] += count
+            row[1] += seconds
+    rows = sorted(merged.items(), key=lambda kv: -kv[1][1])
+    return [{"kernel": name[:100], "reason": reason, "launches": n, "traced_s": s, "share_pct": 100.0 * s / total}
+            for (name, reason), (n, s) in rows[:TOP_UNMATCHED]]
+
+
+def trace_predict_query(files: Sequence[str], hw: str, calibration: str | None = None,
+                        step_times: str | None = None, html: str | None = None) -> dict[str, Any]:
+    """Per trace and per family, the model's time against the traced; the unmatched kernels with their share."""
+    measured = read_step_times(step_times, files)
+    if html is not None:
+        from infersim.outputs import check_trace_path
+
+        check_trace_path(html)
+    predictions, calib = _load(files, hw, calibration)
+    traces = [_trace_row(p, measured[i] if measured else None) for i, p in enumerate(predictions)]
+    traced = sum(p.traced_s for p in predictions)
+    result: dict[str, Any] = {
+        "hw": hw, "calibration": calib.name, "traces": len(predictions),
+        "traced_kernels_s": traced, "traced_busy_s": sum(p.trace.busy_s() for p in predictions),
+        "predicted_kernels_s": sum(p.predicted_kernels_s for p in predictions),
+        "kernels_error_pct": _pct(sum(p.predicted_kernels_s for p in predictions), traced),
+        "unmatched_pct": 100.0 * sum(p.unmatched_s for p in predictions) / traced if traced else 0.0,
+    }
+    if measured:
+        errors = [abs(r["step_error_pct"]) for r in traces]
+        result["step_median_abs_error_pct"] = statistics.median(errors)
+    result["per_trace"] = traces
+    result["families"] = _family_rows(predictions)
+    result["unmatched"] = _unmatched_rows(predictions)
+    if html is not None:
+        result["page"] = str(write_prediction_page(predictions, result, html))
+    return result
+
+
+def write_prediction_page(predictions, result: dict[str, Any], path: str) -> Path:
+    """A plotly page: per family, traced against predicted seconds; per kernel group, predicted over traced."""
+    import plotly.graph_objects as go
+    from plotly.subplots import make_subplots
+
+    from infersim.outputs import atomic_write
+
+    families = result["families"]
+    figure = make_subplots(rows=1, cols=2, subplot_titles=(
+        "per family: traced and predicted time (all traces)", "per kernel group: predicted over traced"))
+    names = [f["family"] for f in families]
+    figure.add_trace(go.Bar(x=names, y=[f["traced_s"] * 1e3 for f in families], name="traced"), row=1, col=1)
+    figure.add_trace(go.Bar(x=names, y=[(f["predicted_s"] or 0.0) * 1e3 for f in families], name="predicted"),
+                     row=1, col=1)
+    by_family: dict[str, tuple[list, list, list]] = {}
+    for p in predictions:
+        for g in p.groups:
+            if g.predicted_s is None:
+                continue
+            xs, ys, labels = by_family.setdefault(g.group.family, ([], [], []))
+            xs.append(g.group.traced_s * 1e6)
+            ys.append(g.predicted_s / g.group.traced_s)
+            labels.append(f"{g.group.kernels[-1].op} {g.group.kernels[-1].shapes}")
+    for family, (xs, ys, labels) in by_family.items():
+        figure.add_trace(go.Scattergl(x=xs, y=ys, text=labels, mode="markers", name=family, marker={"size": 5}),
+                         row=1, col=2)
+    figure.update_xaxes(title_text="family", row=1, col=1)
+    figure.update_yaxes(title_text="time (ms)", row=1, col=1)
+    figure.update_xaxes(title_text="traced time (µs)", type="log", row=1, col=2)
+    figure.update_yaxes(title_text="predicted / traced", type="log", row=1, col=2)
+    figure.update_layout(title=f"Traces against the model on {result['hw']} ({result['traces']} traces, "
+                               f"calibration {result['calibration']})", barmode="group")
+    target = Path(path)
+    atomic_write(target, lambda tmp: figure.write_html(tmp, include_plotlyjs=True, full_html=True))
+    return target
+
+
+def calibrate_query(files: Sequence[str], hw: str, out: str, step_times: str | None = None,
+                    train_share: float = 0.5) -> dict[str, Any]:
+    """Fit a calibration on a share of the traces (every other one, in name order), report the error on the rest
+    before and after, and write the calibration overlay to `out`."""
+    from infersim.outputs import atomic_write
+    from validation.trace_predict import TraceCalibrator, calibration_yaml
+
+    if not 0 < train_share < 1:
+        raise ValueError(f"--train-share must be in (0, 1), got {train_share}")
+    ordered = sorted(files, key=lambda f: Path(f).name)
+    if len(ordered) < 2:
+        raise ValueError("calibrate needs at least two traces: some to fit on, the rest to test")
+    target = Path(out)
+    if target.is_dir() or not target.parent.is_dir():
+        raise ValueError(f"--out {out}: not a file in an existing folder")
+    measured = read_step_times(step_times, ordered)
+    train_idx = _split(len(ordered), train_share)
+    test_idx = [i for i in range(len(ordered)) if i not in train_idx]
+    predictions, _ = _load(ordered, hw, None)
+    fitter = TraceCalibrator().fit([predictions[i] for i in train_idx],
+                                   [measured[i] for i in train_idx] if measured else None)
+
+    def err(i: int, predicted: float) -> float:
+        truth = measured[i] if measured else predictions[i].traced_s
+        return abs(_pct(predicted, truth))
+
+    def kernels_only(i: int) -> float:  # without step times: the traced kernels, no graph nodes
+        return fitter.predict(predictions[i]) - predictions[i].launches * (
+            fitter.launch_graph_node_s_ if fitter.launch_graph_node_s_ is not None else predictions[i].graph_node_s)
+
+    def before(i: int) -> float:
+        return predictions[i].predicted_step_s if measured else predictions[i].predicted_kernels_s
+
+    def after(i: int) -> float:
+        return fitter.predict(predictions[i]) if measured else kernels_only(i)
+
+    compared = "measured graph step" if measured else "traced kernel time"
+    summary = {"test_median_abs_error_pct_before": statistics.median(err(i, before(i)) for i in test_idx),
+               "test_median_abs_error_pct_after": statistics.median(err(i, after(i)) for i in test_idx),
+               "train_median_abs_error_pct_after": statistics.median(err(i, after(i)) for i in train_idx)}
+    overlay = calibration_yaml(fitter, hw, [ordered[i] for i in train_idx], [ordered[i] for i in test_idx],
+                               summary, compared)
+    text = ("# infersim calibrate: a calibration overlay fitted on measured traces; pass it with --calibration\n"
+            + yaml.safe_dump(overlay, sort_keys=False, allow_unicode=True, width=110))
+    load_check = _check_loadable(text, hw)
+    atomic_write(target, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    rows = [{"trace": Path(ordered[i]).name, "set": "train" if i in train_idx else "test",
+             **({"measured_s": measured[i]} if measured else {"traced_s": predictions[i].traced_s}),
+             "before_s": before(i), "before_error_pct": _pct(before(i), measured[i] if measured else
+                                                             predictions[i].traced_s),
+             "after_s": after(i), "after_error_pct": _pct(after(i), measured[i] if measured else
+                                                          predictions[i].traced_s)}
+            for i in range(len(ordered))]
+    return {"hw": hw, "out": str(target), "compared_with": compared, "train_traces": len(train_idx),
+            "test_traces": len(test_idx), **summary,
+            "launch_graph_node_s": fitter.launch_graph_node_s_, "family_time_scale": {
+                f"{f}.{b}": v for f, t in fitter.family_time_scale_.items() for b, v in t.items()},
+            "loads_as": load_check, "per_trace": rows}
+
+
+def _split(n: int, train_share: float) -> list[int]:
+    """Indices of the training traces: spread evenly over the name order (every other one at one half)."""
+    k = max(1, min(n - 1, round(n * train_share)))
+    return sorted({min(n - 1, math.floor(i * n / k)) for i in range(k)})
+
+
+def _check_loadable(text: str, hw: str) -> str:
+    """The calibration's name once loaded through the same loader as `--calibration` (a bad file never lands)."""
+    import tempfile
+
+    from hwmodels.calibration import load_calibration
+
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "calibration.yaml"
+        path.write_text(text, encoding="utf-8")
+        return load_calibration(hw, path).name

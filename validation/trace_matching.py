@@ -1,0 +1,246 @@
+"""Traced GPU kernels mapped to infersim kernel kinds with their shapes, so that the model can predict each.
+
+A profiler names kernels (`nvjet_sm90_tst_...`, `Cijk_...`, `cudnn_generated_..._sdpa_...`,
+`vectorized_layer_norm_kernel`, `ncclDevKernel_...`) and, in the PyTorch profiler's traces, the operator that
+launched each with its input shapes (`aten::mm ((8, 5120), (5120, 10240))`). The operator says what was
+computed and the shapes how much; the name says which library did it. `match_kernels` groups a trace's
+kernels into launches of one operator (a GEMM and its split-K reduction; an attention kernel and its
+combine; a library's workspace fill) and maps each group to a kernel kind of `workloads`:
+
+- `aten::mm`, `addmm`, `bmm`, `linear`, `matmul`: `Gemm`, m x k @ k x n (batches fold into m), with the tiles
+  and split a BLAS picks on the GPU (`workloads.tiles.blas_gemm`);
+- `aten::_cudnn_attention_forward`, `_scaled_dot_product_{cudnn,flash,efficient}_attention`,
+  `_flash_attention_forward`, `_efficient_attention_forward`: `AttentionPrefill`, q [B, H, Lq, D] against k
+  [B, Hkv, Lk, D] (the SDPA layout; [B, L, H, D] for the last two): Lk - Lq cached keys, causal when Lq > 1;
+- `aten::_fused_rms_norm`, `rms_norm`, `native_layer_norm`, `layer_norm`: `RmsNorm`, rows x the weight's length;
+- pointwise operators (`add`, `mul`, `neg`, `silu`, `cos`, ...; `copy_` between dtypes): `Elementwise` over the
+  output's values, its inputs counted in units of the output;
+- `aten::copy_` within one dtype, `cat`, `index_select`, `embedding`, `index`, `gather`, `clone`, ...: `Copy` of
+  the output's bytes;
+- `aten::fill_`, `zero_`: `Elementwise` with no inputs.
+
+Kernels without an operator (a trace without shapes, a graph replay, Nsight or rocprof traces) match by name
+only to a family and are left unpredicted, with the reason; so is any operator the table does not hold.
+Nothing is dropped: every kernel is in exactly one group, matched or not.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from hwmodels.dtypes import Dtype
+from hwmodels.spec import GPU
+from validation.profiler_traces import TracedKernel
+from workloads import tiles
+from workloads.attention_kernels import AttentionPrefill
+from workloads.kernel_base import KernelKind
+from workloads.kernels import Copy, Elementwise, Gemm, RmsNorm
+
+# Profiler dtype names -> infersim dtypes (PyTorch's c10 scalar type names as the profiler writes them)
+_DTYPES = {"c10::BFloat16": Dtype.BF16, "c10::Half": Dtype.FP16, "float": Dtype.FP32, "double": Dtype.FP32,
+           "c10::Float8_e4m3fn": Dtype.FP8, "c10::Float8_e5m2": Dtype.FP8, "signed char": Dtype.INT8,
+           "unsigned char": Dtype.INT8, "bool": Dtype.INT8}
+# bytes per value of the integer types that the dtype table above does not carry
+_INT_BYTES = {"long int": 8, "int": 4, "short int": 2}
+
+GEMM_OPS = {"aten::mm", "aten::addmm", "aten::bmm", "aten::linear", "aten::matmul", "aten::_scaled_mm"}
+ATTENTION_OPS = {"aten::_cudnn_attention_forward", "aten::_scaled_dot_product_cudnn_attention",
+                 "aten::_scaled_dot_product_flash_attention", "aten::_scaled_dot_product_efficient_attention",
+                 "aten::_flash_attention_forward", "aten::_efficient_attention_forward"}
+NORM_OPS = {"aten::_fused_rms_norm", "aten::rms_norm", "aten::native_layer_norm", "aten::layer_norm"}
+COPY_OPS = {"aten::cat", "aten::index_select", "aten::embedding", "aten::index", "aten::gather", "aten::clone",
+            "aten::contiguous", "aten::index_put_", "aten::_index_put_impl_", "aten::slice_scatter", "aten::stack"}
+FILL_OPS = {"aten::fill_", "aten::zero_", "aten::zeros", "aten::ones", "aten::full"}
+# Pointwise operators: FP32 operations per output value (an assumption for the transcendental ones: a few)
+POINTWISE_OPS = {"aten::add": 1, "aten::add_": 1, "aten::sub": 1, "aten::mul": 1, "aten::mul_": 1, "aten::div": 1,
+                 "aten::neg": 1, "aten::silu": 4, "aten::gelu": 8, "aten::sigmoid": 4, "aten::relu": 1,
+                 "aten::tanh": 4, "aten::exp": 2, "aten::cos": 4, "aten::sin": 4, "aten::rsqrt": 2, "aten::pow": 2,
+                 "aten::where": 1, "aten::clamp": 1, "aten::maximum": 1, "aten::minimum": 1, "aten::abs": 1,
+                 "aten::_to_copy": 1, "aten::to": 1, "aten::softmax": 5, "aten::_softmax": 5,
+                 "aten::log_softmax": 5, "aten::_log_softmax": 5, "aten::sum": 1, "aten::mean": 1,
+                 "aten::amax": 1, "aten::argmax": 1}
+
+# Name patterns: the family of a kernel that has no operator, and the auxiliary kernels that belong to the
+# launch before them (a split-K reduction after its GEMM, a combine after split-KV attention, a workspace fill).
+_FAMILIES = (
+    ("collective", re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|cross_device_reduce", re.I)),
+    ("attention_prefill", re.compile(r"flash|fmha|sdpa|attention|attn", re.I)),
+    ("gemm", re.compile(r"nvjet|gemm|Cijk_|cutlass|xmma|wgmma|matmul|splitKreduce", re.I)),
+    ("norm", re.compile(r"rms_?norm|layer_?norm", re.I)),
+    ("copy", re.compile(r"copy|memcpy|cat_?array|gather|index_?select|scatter", re.I)),
+    ("elementwise", re.compile(r"elementwise|memset|fill|act_and_mul|silu|rotary|rope", re.I)),
+)
+_AUXILIARY = re.compile(r"splitKreduce|lean_reduction|^Memset|combine|reduce_kernel<.*splitK", re.I)
+
+
+@dataclass(frozen=True)
+class KernelGroup:
+    """The kernels of one operator's launch (a GEMM and its split-K reduction, say), and what they map to."""
+
+    kernels: tuple[TracedKernel, ...]
+    family: str  # an infersim family ("gemm", "norm", ...), "collective", or "unknown"
+    kernel: KernelKind | None  # the kind the model times; None when unmatched
+    reason: str = ""  # why unmatched
+
+    @property
+    def name(self) -> str:
+        return self.kernels[0].name
+
+    @property
+    def traced_s(self) -> float:
+        return sum(k.duration_s for k in self.kernels)
+
+    @property
+    def matched(self) -> bool:
+        return self.kernel is not None
+
+
+def family_of_name(name: str) -> str:
+    """The family a kernel's name suggests, or "unknown"."""
+    for family, pattern in _FAMILIES:
+        if pattern.search(name):
+            return family
+    return "unknown"
+
+
+def match_kernels(kernels: Sequence[TracedKernel], gpu: GPU) -> list[KernelGroup]:
+    """The kernels grouped by launching operator and mapped to kinds with the tiles a library picks on `gpu`
+    (`workloads.tiles`); order kept, every kernel in exactly one group."""
+    groups: list[list[TracedKernel]] = []
+    for k in kernels:
+        group = groups[-1] if groups else None
+        same_call = (group is not None and k.op is not None and k.op == group[0].op and k.shapes == group[0].shapes
+                     and k.stream == group[0].stream and k.device == group[0].device)
+        # one main kernel per group: two identical operators in a row stay two launches
+        if same_call and (_AUXILIARY.search(k.name) or all(_AUXILIARY.search(g.name) for g in group)):
+            group.append(k)
+        else:
+            groups.append([k])
+    return [_group(tuple(g), gpu) for g in groups]
+
+
+def _group(kernels: tuple[TracedKernel, ...], gpu: GPU) -> KernelGroup:
+    first = next((k for k in kernels if not _AUXILIARY.search(k.name)), kernels[0])
+    family = family_of_name(first.name)
+    if first.op is None or first.shapes is None:
+        why = "no launching operator with shapes in the trace" if first.kind == "kernel" else f"a {first.kind}"
+        return KernelGroup(kernels, family, None, why)
+    try:
+        kind = kind_of(first.op, first.shapes, first.dtypes or (), gpu)
+    except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as e:
+        return KernelGroup(kernels, family, None, f"{first.op}: shapes {first.shapes} not understood ({e})")
+    if kind is None:
+        return KernelGroup(kernels, family, None, f"no kind for {first.op}")
+    kind_family = _kind_family(kind)
+    return KernelGroup(kernels, kind_family, kind)
+
+
+def _kind_family(kind: KernelKind) -> str:
+    fam = kind.launches()[0].family
+    return fam.value if fam else "unknown"
+
+
+def _dtype(name: str | None) -> Dtype:
+    return _DTYPES.get(name or "", Dtype.BF16)
+
+
+def _bytes_per_value(name: str | None) -> float:
+    if name in _INT_BYTES:
+        return _INT_BYTES[name]
+    return _dtype(name).bits / 8
+
+
+def _numel(shape) -> int:
+    return math.prod(int(d) for d in shape) if shape else 1
+
+
+def _tensors(shapes: tuple, dtypes: tuple) -> list[tuple[tuple, str | None]]:
+    """The inputs that are tensors (a shape with at least one dimension), with their types."""
+    out = []
+    for i, shape in enumerate(shapes):
+        dtype = dtypes[i] if i < len(dtypes) else None
+        if isinstance(shape, tuple) and shape and all(isinstance(d, int) for d in shape):
+            out.append((shape, dtype))
+        elif isinstance(shape, tuple) and shape and all(isinstance(s, tuple) for s in shape):  # a TensorList
+            out += [(s, None) for s in shape if s and all(isinstance(d, int) for d in s)]
+    return out
+
+
+def _broadcast(shapes: list[tuple]) -> tuple:
+    rank = max(len(s) for s in shapes)
+    padded = [(1,) * (rank - len(s)) + tuple(s) for s in shapes]
+    return tuple(max(dims) for dims in zip(*padded, strict=True))
+
+
+def kind_of(op: str, shapes: tuple, dtypes: tuple, gpu: GPU) -> KernelKind | None:
+    """The kernel kind of one operator call with these input shapes and types on `gpu`; None if the table lacks
+    it."""
+    tensors = _tensors(shapes, dtypes)
+    if op in GEMM_OPS:
+        g = _gemm(op, tensors)
+        return tiles.blas_gemm(gpu, g.m, g.n, g.k, g.dtype)
+    if op in ATTENTION_OPS:
+        return tiles.with_tiles(_attention(op, tensors), gpu)[0]
+    if op in NORM_OPS:
+        (x, dtype), weight = tensors[0], tensors[1][0] if len(tensors) > 1 else None
+        hidden = _numel(weight) if weight else x[-1]
+        return RmsNorm(tokens=max(1, _numel(x) // hidden), hidden=hidden, dtype=_dtype(dtype))
+    if not tensors:
+        return None
+    out_shape = _broadcast([s for s, _ in tensors])
+    if op == "aten::copy_":
+        (dst, dst_type), src_type = tensors[0], tensors[-1][1]
+        if dst_type == src_type:
+            return Copy(size_bytes=max(1, round(_numel(dst) * _bytes_per_value(dst_type))))
+        return Elementwise(elements=_numel(dst), inputs=1, dtype=_dtype(dst_type))
+    if op in COPY_OPS:
+        dtype = next((t for _, t in tensors if t is not None), None)  # a TensorList's types are not recorded
+        return Copy(size_bytes=max(1, round(_copy_values(op, tensors) * _bytes_per_value(dtype))))
+    if op in FILL_OPS:
+        return Elementwise(elements=_numel(out_shape), inputs=0, dtype=_dtype(tensors[0][1]))
+    if op in POINTWISE_OPS:
+        elements = _numel(out_shape)
+        reads = sum(_numel(s) for s, _ in tensors)
+        return Elementwise(elements=elements, inputs=max(1, round(reads / elements)),
+                           ops_per_element=POINTWISE_OPS[op], dtype=_dtype(tensors[0][1]))
+    return None
+
+
+def _gemm(op: str, tensors: list[tuple[tuple, str | None]]) -> Gemm:
+    if op == "aten::addmm":
+        tensors = tensors[1:]  # (bias, a, b)
+    (a, a_type), (b, _) = tensors[0], tensors[1]
+    k = a[-1]
+    if op == "aten::linear":  # weight [n, k]
+        n = b[0]
+    else:  # b [.., k, n]
+        n = b[-1]
+        if b[-2] != k:
+            raise ValueError(f"inner dimensions {a} @ {b} differ")
+    return Gemm(m=max(1, _numel(a) // k), n=n, k=k, dtype=_dtype(a_type))
+
+
+def _attention(op: str, tensors: list[tuple[tuple, str | None]]) -> AttentionPrefill:
+    (q, q_type), (key, _) = tensors[0], tensors[1]
+    if op in ("aten::_flash_attention_forward", "aten::_efficient_attention_forward"):
+        b, lq, h, d = q  # [B, L, H, D]
+        _, lk, hkv, _ = key
+    else:  # scaled_dot_product_*: [B, H, L, D]
+        b, h, lq, d = q
+        _, hkv, lk, _ = key
+    return AttentionPrefill(seqs=b, q_len=lq, heads=h, kv_heads=hkv, head_dim=d, cached=max(0, lk - lq),
+                            causal=lq > 1, dtype=_dtype(q_type))
+
+
+def _copy_values(op: str, tensors: list[tuple[tuple, str | None]]) -> int:
+    """Values an indexing or joining operator writes (what it reads is about the same)."""
+    if op in ("aten::index_select", "aten::embedding"):
+        table, index = (tensors[0][0], tensors[-1][0]) if op == "aten::index_select" else (tensors[0][0],
+                                                                                          tensors[1][0])
+        return _numel(index) * _numel(table[1:])
+    if op in ("aten::cat", "aten::stack"):
+        return sum(_numel(s) for s, _ in tensors)
+    return _numel(tensors[0][0])
