@@ -157,6 +157,13 @@ def calibration_chosen(path: str | Path | None) -> Iterator[None]:
         _CHOSEN_PATH.reset(token)
 
 
+def chosen() -> tuple[str | None, str | None]:
+    """The calibration file and cost model the caller chose (`calibration_chosen`, `cost_model_chosen`), for
+    memos whose results depend on them."""
+    model = _CHOSEN_MODEL.get()
+    return _CHOSEN_PATH.get(), model.value if model else None
+
+
 @contextlib.contextmanager
 def cost_model_chosen(model: CostModel | str | None) -> Iterator[None]:
     """Within the block, every calibration loaded without an explicit model uses `model`."""

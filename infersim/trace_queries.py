@@ -157,10 +157,10 @@ def write_prediction_page(predictions, result: dict[str, Any], path: str) -> Pat
     for family, (xs, ys, labels) in by_family.items():
         figure.add_trace(go.Scattergl(x=xs, y=ys, text=labels, mode="markers", name=family, marker={"size": 5}),
                          row=1, col=2)
-    figure.update_xaxes(title_text="family", row=1, col=1)
+    figure.update_xaxes(title_text="kernel family (infersim name)", row=1, col=1)
     figure.update_yaxes(title_text="time (ms)", row=1, col=1)
     figure.update_xaxes(title_text="traced time (µs)", type="log", row=1, col=2)
-    figure.update_yaxes(title_text="predicted / traced", type="log", row=1, col=2)
+    figure.update_yaxes(title_text="predicted over traced (ratio)", type="log", row=1, col=2)
     figure.update_layout(title=f"Traces against the model on {result['hw']} ({result['traces']} traces, "
                                f"calibration {result['calibration']})", barmode="group")
     target = Path(path)

@@ -8,7 +8,7 @@ from enum import Enum
 from functools import lru_cache
 from typing import Any
 
-from hwmodels.calibration import load_calibration
+from hwmodels.calibration import chosen, load_calibration
 from hwmodels.interconnect import build_fabric
 from hwmodels.spec import load_gpu, load_platform
 from hwmodels.specfile import FieldError
@@ -110,8 +110,9 @@ def memory_query(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, con
 
 @lru_cache(maxsize=64)
 def step_parts(model: str, hw: str, platform: str, tp: int, dcp: int, ep: int, options: tuple[str, ...],
-               quickreduce: str | None) -> StepParts:
-    """One StepParts per deployment for the life of the process, so repeated queries reuse its timed parts."""
+               quickreduce: str | None, chosen: tuple[str | None, str | None] = (None, None)) -> StepParts:
+    """One StepParts per deployment for the life of the process, so repeated queries reuse its timed parts;
+    `chosen` (the caller's calibration file and cost model, `hwmodels.calibration.chosen`) keys the memo."""
     try:
         deployment = Deployment(load_model(model), load_gpu(hw), tp=tp, dcp=dcp, ep=ep,
                                 options=kernel_options(list(options)))
@@ -206,7 +207,8 @@ def _step(model: str, hw: str, tp: int, dcp: int, ep: int, decode: str | None, p
     """The deployment's memoized parts and the batch of one step query."""
     from infersim.collective_queries import platform_for
 
-    parts = step_parts(model, hw, platform_for(platform or hw, tp), tp, dcp, ep, tuple(options), quickreduce)
+    parts = step_parts(model, hw, platform_for(platform or hw, tp), tp, dcp, ep, tuple(options), quickreduce,
+                       chosen())
     return parts, _batch(decode, prefill, verify, drafts)
 
 

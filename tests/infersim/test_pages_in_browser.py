@@ -164,6 +164,16 @@ def test_validation_report_renders_offline(browser, tmp_path):
     check_panels(page, open_page(browser, page), panels=1)
 
 
+def test_trace_prediction_page_renders_offline(browser, tmp_path, capsys):
+    from tests.conftest import ROOT
+
+    trace = ROOT / "validation" / "data" / "h200" / "engine_step" / "qwen3-32b_decode_1x1024.trace.json.gz"
+    page = tmp_path / "trace.html"
+    assert main(["trace", "predict", str(trace), "--hw", "h200", "--html", str(page), "--json"]) == 0
+    capsys.readouterr()
+    check_panels(page, open_page(browser, page), panels=2)
+
+
 def test_a_page_that_needs_the_network_fails(browser, tmp_path):
     """The check itself: a chart that loads plotly.js from a CDN is caught."""
     import plotly.graph_objects as go

@@ -1,0 +1,94 @@
+"""`infersim trace predict` and `infersim calibrate` on committed H200 engine-step traces, and `--calibration`."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+import yaml
+
+from infersim.cli import main
+from tests.conftest import ROOT
+
+STEPS = ROOT / "validation" / "data" / "h200" / "engine_step"
+STEP_TIMES = str(STEPS / "engine_step.csv")
+DECODES = [str(STEPS / f"qwen3-32b_decode_{s}.trace.json.gz") for s in ("1x1024", "8x1024", "16x1024", "32x1024")]
+
+
+def run_json(capsys, *argv: str) -> dict:
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def error_of(capsys, *argv: str) -> str:
+    assert main(list(argv)) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.count("\n") == 0 and "Traceback" not in err
+    return err
+
+
+def test_trace_predict_reports_families_traces_and_a_page(capsys, tmp_path):
+    page = tmp_path / "predicted.html"
+    r = run_json(capsys, "trace", "predict", DECODES[0], "--hw", "h200", "--step-times", STEP_TIMES,
+                 "--html", str(page), "--json")
+    assert r["traces"] == 1 and r["unmatched_pct"] < 2.0
+    (row,) = r["per_trace"]
+    assert row["trace"] == "qwen3-32b_decode_1x1024.trace.json.gz" and row["format"] == "kineto"
+    assert row["measured_step_s"] == pytest.approx(2.042253e-02)
+    assert abs(row["step_error_pct"]) < 15
+    families = {f["family"]: f for f in r["families"]}
+    assert set(families) == {"gemm", "attention_prefill", "norm", "elementwise", "copy"}
+    assert sum(f["traced_s"] for f in r["families"]) == pytest.approx(r["traced_kernels_s"])
+    assert page.is_file() and "plotly" in page.read_text(encoding="utf-8")[:20000].lower()
+
+
+def test_calibrate_fits_on_half_tests_on_the_rest_and_the_file_applies(capsys, tmp_path):
+    out = tmp_path / "cal.yaml"
+    r = run_json(capsys, "calibrate", *DECODES, "--hw", "h200", "--step-times", STEP_TIMES, "--out", str(out),
+                 "--json")
+    assert (r["train_traces"], r["test_traces"]) == (2, 2)
+    assert {row["set"] for row in r["per_trace"]} == {"train", "test"}
+    assert r["test_median_abs_error_pct_after"] < r["test_median_abs_error_pct_before"]
+    doc = yaml.safe_load(out.read_text(encoding="utf-8"))
+    assert doc["gpu"] == "h200" and "fitted on 2 traces" in doc["fitted_on"] and "tested on 2" in doc["fitted_on"]
+    assert doc["family_time_scale"]["norm"]["default"]["value"] > 1  # PyTorch's norms are slower than modelled
+    assert r["loads_as"] == "h200-fitted"
+    base = run_json(capsys, "step", "--model", "qwen3-32b", "--hw", "h200", "--decode", "8x1024", "--json")
+    fitted = run_json(capsys, "step", "--model", "qwen3-32b", "--hw", "h200", "--decode", "8x1024", "--json",
+                      "--calibration", str(out))
+    assert fitted["families"]["norm"]["time_s"] > base["families"]["norm"]["time_s"]
+    # the same trace predicted with the fitted calibration is closer to its measured step
+    before = run_json(capsys, "trace", "predict", DECODES[1], "--hw", "h200", "--step-times", STEP_TIMES, "--json")
+    after = run_json(capsys, "trace", "predict", DECODES[1], "--hw", "h200", "--step-times", STEP_TIMES, "--json",
+                     "--calibration", str(out))
+    assert abs(after["per_trace"][0]["step_error_pct"]) < abs(before["per_trace"][0]["step_error_pct"])
+    # fitted on the H200: refused for another GPU, by name
+    err = error_of(capsys, "step", "--model", "qwen3-32b", "--hw", "b200", "--decode", "8x1024",
+                   "--calibration", str(out))
+    assert "fitted on h200" in err and "b200" in err
+
+
+def test_bad_inputs_are_one_line_errors_and_write_nothing(capsys, tmp_path):
+    out = tmp_path / "cal.yaml"
+    assert "at least two traces" in error_of(capsys, "calibrate", DECODES[0], "--hw", "h200", "--out", str(out))
+    missing = str(tmp_path / "nope.json")
+    assert "nope.json" in error_of(capsys, "trace", "predict", missing, "--hw", "h200")
+    bad_csv = tmp_path / "times.csv"
+    bad_csv.write_text("trace,seconds\nx,1\n", encoding="utf-8")
+    assert "time_s_median" in error_of(capsys, "calibrate", *DECODES[:2], "--hw", "h200", "--step-times",
+                                       str(bad_csv), "--out", str(out))
+    short = tmp_path / "short.csv"
+    short.write_text("trace,time_s_median\nqwen3-32b_decode_1x1024.trace.json.gz,0.02\n", encoding="utf-8")
+    assert "no row for qwen3-32b_decode_8x1024" in error_of(capsys, "calibrate", *DECODES[:2], "--hw", "h200",
+                                                          "--step-times", str(short), "--out", str(out))
+    assert "--out" in error_of(capsys, "calibrate", *DECODES[:2], "--hw", "h200", "--out", str(tmp_path))
+    assert "train-share" in error_of(capsys, "calibrate", *DECODES[:2], "--hw", "h200", "--out", str(out),
+                                     "--train-share", "1.5")
+    assert "no such calibration file" in error_of(capsys, "step", "--model", "qwen3-32b", "--hw", "h200",
+                                                  "--decode", "1x1", "--calibration", missing)
+    broken = tmp_path / "broken.json.gz"
+    shutil.copy(DECODES[0], broken)
+    broken.write_bytes(broken.read_bytes()[:5000])
+    assert "broken.json.gz" in error_of(capsys, "trace", "predict", str(broken), "--hw", "h200")
+    assert not out.exists()

@@ -1,0 +1,147 @@
+"""Traced kernels matched to kinds, predicted, and a calibration fitted on traces (`validation.trace_matching`,
+`validation.trace_predict`), on small hand-made kernels and on one committed H200 engine-step trace."""
+
+from __future__ import annotations
+
+import csv
+import dataclasses
+
+import pytest
+
+from hwmodels.calibration import load_calibration
+from hwmodels.roofline import LaunchMode, kernel_time
+from hwmodels.spec import load_gpu
+from tests.conftest import ROOT
+from validation.profiler_traces import Trace, TracedKernel, read_trace
+from validation.trace_matching import kind_of, match_kernels
+from validation.trace_predict import TraceCalibrator, family_totals, predict_trace
+from workloads import tiles
+from workloads.attention_kernels import AttentionPrefill
+from workloads.kernels import Copy, Elementwise, Gemm, RmsNorm
+
+STEPS = ROOT / "validation" / "data" / "h200" / "engine_step"
+BF = "c10::BFloat16"
+
+
+@pytest.fixture(scope="module")
+def h200():
+    return load_gpu("h200"), load_calibration("h200")
+
+
+def _k(name, op=None, shapes=None, dtypes=None, start=0.0, dur=1e-6, kind="kernel"):
+    return TracedKernel(name=name, start_s=start, duration_s=dur, stream="7", device=0, op=op, shapes=shapes,
+                        dtypes=dtypes, kind=kind)
+
+
+def test_kinds_of_operators(h200):
+    gpu, _ = h200
+    g = kind_of("aten::mm", ((8, 5120), (5120, 10240)), (BF, BF), gpu)
+    assert isinstance(g, Gemm) and (g.m, g.n, g.k) == (8, 10240, 5120)
+    assert g == tiles.blas_gemm(gpu, 8, 10240, 5120)  # the library's tiles on the GPU
+    lin = kind_of("aten::linear", ((2, 3, 64), (128, 64)), (BF, BF), gpu)
+    assert (lin.m, lin.n, lin.k) == (6, 128, 64)
+    with pytest.raises(ValueError, match="inner dimensions"):
+        kind_of("aten::mm", ((8, 64), (32, 16)), (BF, BF), gpu)
+    att = kind_of("aten::_cudnn_attention_forward", ((8, 64, 1, 128), (8, 8, 1025, 128), (8, 8, 1025, 128)),
+                  (BF, BF, BF), gpu)
+    assert isinstance(att, AttentionPrefill)
+    assert (att.seqs, att.q_len, att.heads, att.kv_heads, att.cached, att.causal) == (8, 1, 64, 8, 1024, False)
+    pre = kind_of("aten::_flash_attention_forward", ((1, 512, 32, 128), (1, 512, 8, 128)), (BF, BF), gpu)
+    assert (pre.q_len, pre.heads, pre.kv_heads, pre.cached, pre.causal) == (512, 32, 8, 0, True)
+    norm = kind_of("aten::_fused_rms_norm", ((8, 64, 128), (), (128,), ()), (BF, "ScalarList", BF, "Scalar"), gpu)
+    assert norm == RmsNorm(tokens=8 * 64, hidden=128)
+    mul = kind_of("aten::mul", ((8, 64, 128), (8, 1, 128)), (BF, BF), gpu)
+    assert mul == Elementwise(elements=8 * 64 * 128, inputs=1, ops_per_element=1)  # the broadcast input is small
+    add = kind_of("aten::add", ((8, 5120), (8, 5120), ()), (BF, BF, "Scalar"), gpu)
+    assert add.inputs == 2 and add.elements == 8 * 5120
+    assert kind_of("aten::copy_", ((4, 8), (4, 8), ()), (BF, BF, "Scalar"), gpu) == Copy(size_bytes=64)
+    cast = kind_of("aten::copy_", ((4, 8), (4, 8), ()), (BF, "float", "Scalar"), gpu)
+    assert isinstance(cast, Elementwise) and cast.elements == 32
+    cat = kind_of("aten::cat", (((8, 64, 64), (8, 64, 64)), ()), ("TensorList", "Scalar"), gpu)
+    assert cat == Copy(size_bytes=2 * 8 * 64 * 64 * 2)
+    emb = kind_of("aten::index_select", ((151936, 5120), (), (8,)), (BF, "Scalar", "long int"), gpu)
+    assert emb == Copy(size_bytes=8 * 5120 * 2)
+    assert kind_of("aten::unheard_of", ((4,),), (BF,), gpu) is None
+
+
+def test_groups_keep_one_main_kernel_and_attach_auxiliaries(h200):
+    gpu, _ = h200
+    mm = ("aten::mm", ((8, 8192), (8192, 5120)), (BF, BF))
+    mul = ("aten::mul", ((8, 64), (8, 64)), (BF, BF))
+    kernels = [_k("Memset (Device)", *mm, kind="memset"), _k("nvjet_sm90_tst_256x8_splitK_TNT", *mm),
+               _k("void cublasLt::splitKreduce_kernel<32, 16>", *mm),
+               _k("elementwise_kernel<mul>", *mul), _k("elementwise_kernel<mul>", *mul),  # two calls, two groups
+               _k("ampere_sgemm_128x64_nn"), _k("mystery_kernel", "aten::frobnicate", ((4,),), (BF,))]
+    groups = match_kernels(kernels, gpu)
+    assert [len(g.kernels) for g in groups] == [3, 1, 1, 1, 1]
+    assert sum(len(g.kernels) for g in groups) == len(kernels)  # nothing dropped
+    assert groups[0].family == "gemm" and isinstance(groups[0].kernel, Gemm)
+    assert groups[1].kernel == groups[2].kernel and groups[1] is not groups[2]
+    assert groups[3].family == "gemm" and groups[3].kernel is None and "no launching operator" in groups[3].reason
+    assert groups[4].kernel is None and "aten::frobnicate" in groups[4].reason
+
+
+def test_predicted_time_is_the_launch_without_its_overhead(h200):
+    gpu, calib = h200
+    shapes = ((64, 4096), (4096, 4096))
+    trace = Trace("t.json", "kineto", (_k("nvjet_gemm", "aten::mm", shapes, (BF, BF), dur=50e-6),
+                                       _k("mystery", dur=10e-6, start=1e-4)))
+    p = predict_trace(trace, gpu, calib)
+    work = tiles.blas_gemm(gpu, 64, 4096, 4096).launches()[0]
+    t = kernel_time(work, gpu, calib, LaunchMode.GRAPH)
+    assert p.groups[0].predicted_s == pytest.approx(t.time_s - t.launch_s)
+    assert p.groups[0].bound in ("compute", "memory", "latency")
+    assert p.unmatched_share == pytest.approx(10 / 60)
+    assert p.predicted_kernels_s == pytest.approx(p.groups[0].predicted_s + 10e-6)  # unmatched at traced time
+    assert p.predicted_step_s == pytest.approx(p.predicted_kernels_s + 2 * gpu.launch_graph_node_s)
+    totals = family_totals([p])
+    assert totals["gemm"].traced_s == pytest.approx(50e-6) and totals["unknown"].unmatched_s == pytest.approx(10e-6)
+
+
+def test_calibrator_recovers_known_factors(h200):
+    """Traces whose kernels took exactly 2x (norms) and 0.5x (GEMMs) the model's time: the fit finds 2 and 0.5,
+    and, given step times with 1 us a launch of graph overhead, that overhead."""
+    gpu, calib = h200
+    norm_shapes, mm_shapes = ((16, 5120), (), (5120,), ()), ((16, 5120), (5120, 5120))
+    norm_s = predict_trace(Trace("n", "kineto", (_k("layer_norm", "aten::_fused_rms_norm", norm_shapes, (BF,)),)),
+                           gpu, calib).groups[0].predicted_s
+    mm_s = predict_trace(Trace("g", "kineto", (_k("nvjet", "aten::mm", mm_shapes, (BF, BF)),)),
+                         gpu, calib).groups[0].predicted_s
+    kernels = []
+    for i in range(4):
+        kernels.append(_k("layer_norm", "aten::_fused_rms_norm", norm_shapes, (BF,), start=i, dur=2 * norm_s))
+        kernels.append(_k("nvjet", "aten::mm", mm_shapes, (BF, BF), start=i + 0.5, dur=0.5 * mm_s))
+    preds = [predict_trace(Trace(f"t{j}", "kineto", tuple(kernels)), gpu, calib) for j in range(2)]
+    steps = [sum(k.duration_s for k in kernels) + len(kernels) * 1e-6] * 2
+    fitted = TraceCalibrator().fit(preds, steps)
+    assert fitted.scale("norm", preds[0].groups[0].bound) == pytest.approx(2.0)
+    assert fitted.scale("gemm", "default") == pytest.approx(0.5)
+    assert fitted.launch_graph_node_s_ == pytest.approx(1e-6)
+    assert fitted.predict(preds[0]) == pytest.approx(steps[0])
+    # the calibration applies the same factors when the model times a kernel
+    cal = fitted.calibration(calib, "test")
+    again = predict_trace(Trace("n", "kineto", (_k("layer_norm", "aten::_fused_rms_norm", norm_shapes, (BF,)),)),
+                          gpu, cal).groups[0].predicted_s
+    assert again == pytest.approx(2 * norm_s)
+
+
+def test_calibration_scales_never_go_below_the_roofline(h200):
+    gpu, calib = h200
+    work = Gemm(m=8192, n=8192, k=8192).launches()[0]
+    tiny = dataclasses.replace(calib, family_time_scale={"gemm": {"default": 0.05}})
+    t = kernel_time(work, gpu, tiny, LaunchMode.GRAPH)
+    assert t.time_s - t.launch_s == pytest.approx(t.floor_s)
+
+
+def test_committed_engine_step_trace_is_matched_and_predicted(h200):
+    """The H200 Qwen3-32B decode step (1 sequence, 1K context): every kernel matched, the step within 15 %."""
+    gpu, calib = h200
+    with open(STEPS / "engine_step.csv", newline="") as f:
+        rows = {r["trace"]: float(r["time_s_median"]) for r in csv.DictReader(f)}
+    name = "qwen3-32b_decode_1x1024.trace.json.gz"
+    p = predict_trace(read_trace(STEPS / name), gpu, calib)
+    assert p.unmatched_share < 0.02
+    assert {g.group.family for g in p.groups} == {"gemm", "attention_prefill", "norm", "elementwise", "copy"}
+    gemms = [g for g in p.groups if g.group.family == "gemm"]
+    assert len(gemms) == 4 * 64 + 1  # qkv, o, gate_up, down per layer, and the LM head
+    assert abs(p.predicted_step_s / rows[name] - 1) < 0.15
