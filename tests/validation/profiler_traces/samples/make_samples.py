@@ -15,6 +15,7 @@ from contextlib import closing
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
+PAGE_BYTES = 512  # SQLite's smallest page: a table takes a page at least, and the samples stay a few KB
 
 # ---- nsys export --type sqlite: CUPTI activity tables, names as ids into StringIds
 
@@ -84,6 +85,7 @@ def make_nsys(path: Path) -> None:
     """Write the nsys export sample."""
     path.unlink(missing_ok=True)
     with closing(sqlite3.connect(path)) as db, db:
+        db.execute(f"PRAGMA page_size = {PAGE_BYTES}")
         db.executescript(NSYS_SCHEMA)
         strings = [(1, "cudaLaunchKernel_v7000"), (2, "cudaMemcpyAsync_v3020"), (3, "cudaMemsetAsync_v3020"),
                    (4, "cuLaunchKernelEx")]
@@ -204,6 +206,7 @@ def make_rocpd(path: Path) -> None:
     """Write the rocpd sample."""
     path.unlink(missing_ok=True)
     with closing(sqlite3.connect(path)) as db, db:
+        db.execute(f"PRAGMA page_size = {PAGE_BYTES}")
         db.executescript(ROCPD_SCHEMA)
         db.executemany("INSERT INTO rocpd_metadata (tag, value) VALUES (?, ?)",
                        [("schema_version", "3"), ("guid", GUID)])
