@@ -33,7 +33,7 @@ def test_the_entry_point_parses_every_command_without_torch():
     code = ("import sys; from validation.companion.bench.cli import COMMANDS, parser; parser(); "
             "import validation.companion.bench.collective_workers; print('torch' in sys.modules, sorted(COMMANDS))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    commands = "['collectives', 'probes', 'quickreduce', 'sass-counts', 'suites']\n"
+    commands = "['collectives', 'engine-step', 'probes', 'quickreduce', 'sass-counts', 'suites']\n"
     assert out.stdout.split(maxsplit=1) == ["False", commands]
 
 
@@ -57,3 +57,19 @@ def test_profile_targets_without_a_target_prints_usage():
     out = subprocess.run([sys.executable, "-m", "validation.companion.bench.profile_targets"], cwd=ROOT,
                          capture_output=True, text=True)
     assert out.returncode == 2 and "summary SOURCE.csv.gz" in out.stderr
+
+
+def test_engine_step_plan_lists_its_cases_without_a_gpu():
+    from validation import engine_steps
+
+    cases = engine_steps.cases()
+    assert len([c for c in cases if c.phase == "decode"]) >= 8 and len([c for c in cases if c.phase == "prefill"]) >= 4
+    assert len({c.label for c in cases}) == len(cases)
+    out = subprocess.run([sys.executable, "-m", "validation.companion.bench", "engine-step", "--list"], cwd=ROOT,
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines()[1] == "qwen3-32b_decode_8x1024 --decode 8x1024"
+    bad = subprocess.run([sys.executable, "-m", "validation.companion.bench", "engine-step", "--list", "--only",
+                          "decode_8x1024", "decode_3x3"], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and "decode_3x3" in bad.stdout and "prefill_1x8192" in bad.stdout
+    recorded = (ROOT / "validation" / "data" / "h200" / "engine_step" / "engine_step.csv").read_text().splitlines()
+    assert recorded[0].split(",") == list(engine_steps.COLUMNS) and len(recorded) == len(cases) + 1
