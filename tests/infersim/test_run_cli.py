@@ -109,3 +109,13 @@ def test_out_naming_a_file_fails_before_simulating(capsys, tmp_path, monkeypatch
     assert main(["run", *QUICK, "--out", ""]) == 2
     err = capsys.readouterr().err
     assert "--out" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("path", sorted((SCENARIO_DIR / "study").glob("*.yaml")), ids=lambda p: p.stem)
+def test_platform_study_scenarios_run(capsys, path):
+    """Each platform of the Kimi K3 study has a scenario of its recipe, and it runs (on a small workload)."""
+    assert main(["run", str(path), "--set", "workload.sessions=3", "--set", "workload.turns_mean=3", "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert summary["requests_completed"] > 0 and summary["gpus"] == 8
+    scenario = load_scenario(path, [])
+    assert scenario.parallel.tp == 8 and scenario.cache.host_offload_gb_per_gpu > 0
