@@ -40,6 +40,7 @@ PREFILLS, PREFILL_HISTORY, DECODE_HISTORY = Depends.PREFILLS, Depends.PREFILL_HI
 ACT_BYTES = 2  # bf16 activations on the wire
 SWIGLU_OPS = 4  # silu (sigmoid, multiply) and the gate product, per value
 GATED_NORM_OPS = 6  # KDA's gated RMSNorm on the output, per value
+ROPE_OPS = 3  # a value times cos plus its rotated partner times sin
 
 
 @lru_cache(maxsize=65536)
@@ -160,6 +161,17 @@ def _output_projection(layer: int, name: str, t: int, width: int, d: Deployment)
     yield from _c(layer, f"{name}.output", TOKENS, CollectiveOp.ALL_REDUCE, t * h * ACT_BYTES, d.tp)
 
 
+def _rope_and_cache_write(layer: int, name: str, t: int, rope_width: int, cache_width: int,
+                          d: Deployment) -> Iterator[StepItem]:
+    """Rotary embedding of the new tokens' q and k (`rope_width` values a token, in place: vLLM's
+    rotary_embedding), then their keys and values written into the paged cache (`cache_width` values a token:
+    reshape_and_cache_flash, or concat_and_cache_mla for the latent); under DCP a rank writes its share."""
+    yield _k(layer, f"{name}.rope", TOKENS, _make(Elementwise, elements=t * rope_width, inputs=1,
+                                                  ops_per_element=ROPE_OPS))
+    yield _k(layer, f"{name}.cache_write", TOKENS,
+             _make(Copy, size_bytes=cdiv(t, d.dcp) * cache_width * ACT_BYTES))
+
+
 def _mla_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     """MLA: low-rank q, the latent KV, absorbed decode (split, padded, DCP-sharded) or MHA prefill."""
     a, hid, t = _section(d.model.mla, "mla"), d.model.hidden_size, batch.tokens
@@ -171,6 +183,7 @@ def _mla_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     yield _k(layer, "mla.q_b", TOKENS, _gemm(d, Part.ATTENTION, t, h * qk, a.q_lora_rank or hid))
     yield _k(layer, "mla.kv_a", TOKENS, _gemm(d, Part.ATTENTION, t, a.latent_width, hid))
     yield _k(layer, "mla.kv_a_norm", TOKENS, _make(RmsNorm, tokens=t, hidden=a.kv_lora_rank))
+    yield from _rope_and_cache_write(layer, "mla", t, (h + 1) * a.qk_rope_head_dim, a.latent_width, d)
     positions = batch.verify_positions
     queries = len(batch.decodes) + len(batch.verifies) * positions
     if queries:
@@ -260,6 +273,10 @@ def _gqa_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
         yield _k(layer, "gqa.kv", TOKENS, _gemm(d, Part.ATTENTION, t, 2 * kv * a.head_dim, hid))
     else:
         yield _k(layer, "gqa.qkv", TOKENS, _gemm(d, Part.ATTENTION, t, (h + 2 * kv) * a.head_dim, hid))
+    if a.qk_norm:  # one launch each, as vLLM's Qwen3 attention runs them
+        yield _k(layer, "gqa.q_norm", TOKENS, _make(RmsNorm, tokens=t * h, hidden=a.head_dim))
+        yield _k(layer, "gqa.k_norm", TOKENS, _make(RmsNorm, tokens=t * kv, hidden=a.head_dim))
+    yield from _rope_and_cache_write(layer, "gqa", t, (h + kv) * a.head_dim, 2 * kv * a.head_dim, d)
     positions = batch.verify_positions
     for name, contexts, q_len in (("decode", batch.decodes, 1), ("verify", batch.verifies, positions)):
         if contexts:

@@ -45,6 +45,7 @@ class Gqa:
     o_groups: int = 1
     indexer_heads: int = 0  # DeepSeek sparse-attention indexer: query heads of width indexer_head_dim
     indexer_head_dim: int = 0
+    qk_norm: bool = False  # an RMSNorm over each head of q and of k before RoPE (Qwen3)
 
     def __post_init__(self) -> None:
         if self.kv_heads <= 0 or self.heads % self.kv_heads:

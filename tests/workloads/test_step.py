@@ -37,12 +37,13 @@ def names(plan, layer: int) -> list[str]:
 
 def test_gqa_dense_prefill_step_is_exact():
     plan = build_step(Batch(prefills=(PrefillChunk(4),)), deploy("tiny-gqa"))
-    assert names(plan, 1) == ["input_norm", "gqa.qkv", "gqa.prefill_attention", "gqa.o_proj",
-                              "post_attention_norm", "mlp.gate_up", "mlp.act", "mlp.down"]
+    assert names(plan, 1) == ["input_norm", "gqa.qkv", "gqa.rope", "gqa.cache_write", "gqa.prefill_attention",
+                              "gqa.o_proj", "post_attention_norm", "mlp.gate_up", "mlp.act", "mlp.down"]
     t, h = 4, 8
     pairs = 1 + 2 + 3 + 4  # causal, no cached prefix
     expected = (5 * t * h                      # fused residual add + RMSNorm
                 + 2 * t * (2 + 2 * 1) * 4 * h  # qkv: 2 query heads + K and V of one KV head, head_dim 4
+                + 3 * t * (2 + 1) * 4          # RoPE of q and k: 3 ops a value (the cache write has none)
                 + 4 * 2 * 4 * pairs            # QK^T and PV over 2 heads of 4
                 + 5 * 2 * pairs                # softmax
                 + 2 * t * h * 8                # o_proj
@@ -80,13 +81,15 @@ def test_kda_layer_with_dense_mlp_decode_is_exact():
 def test_mla_layer_with_latent_moe_decode_is_exact():
     plan = build_step(Batch(decodes=(10, 10)), deploy("tiny-hybrid"))
     assert names(plan, 2) == [
-        "input_norm", "mla.q_a", "mla.q_a_norm", "mla.q_b", "mla.kv_a", "mla.kv_a_norm", "mla.absorb_k",
+        "input_norm", "mla.q_a", "mla.q_a_norm", "mla.q_b", "mla.kv_a", "mla.kv_a_norm", "mla.rope",
+        "mla.cache_write", "mla.absorb_k",
         "mla.decode", "mla.absorb_v", "mla.o_proj", "post_attention_norm", "moe.router", "moe.topk",
         "moe.latent_down", "moe.latent_norm", "moe.routed_up", "moe.routed_act", "moe.routed_down",
         "moe.latent_out_norm", "moe.routed_out_proj", "moe.shared_gate_up", "moe.shared_act", "moe.shared_down"]
     t, h = 2, 16
     context = 10 + 1  # the new token attends to itself too
     mla = (5 * t * h + 2 * t * 8 * h + 4 * t * 8 + 2 * t * 2 * 6 * 8 + 2 * t * 10 * h + 4 * t * 8
+           + 3 * t * (2 + 1) * 2                          # RoPE of 2 query heads and the shared key, rope dim 2
            + 2 * t * 2 * 8 * 4                            # absorb W_UK: 2 heads x latent 8 from nope 4
            + 2 * 2 * 2 * context * 10 + 2 * 2 * 2 * context * 8 + 5 * 2 * 2 * context  # scores, values, softmax
            + 2 * t * 2 * 4 * 8 + 2 * t * h * 8 + 5 * t * h)
