@@ -105,7 +105,7 @@ def _engine(env: simpy.Environment, state: _State, cost: CycleCost, kv: KVCache,
             rng: np.random.Generator, request_rows: list, step_rows: list,
             progress: Callable[[int, float], None] | None) -> Any:
     spec = config.acceptance is not None  # decoding sequences verify drafts
-    sampler = config.acceptance.sampler(rng) if config.acceptance is not None else None
+    sampler = config.acceptance.keyed_sampler(rng) if config.acceptance is not None else None
     now = env.now  # the engine's clock: steps advance it here, and simpy's clock catches up at each wait
     while True:
         _release(state, now, config)
@@ -165,7 +165,8 @@ def _arrived(state: _State, now: float) -> int:
 
 
 def _commit(now: float, state: _State, decision: Any, kv: KVCache, config: EngineConfig,
-            sampler: Callable[[int], list[int]] | None, request_rows: list) -> tuple[int, int, int]:
+            sampler: Callable[[list[int], list[int]], list[int]] | None,
+            request_rows: list) -> tuple[int, int, int]:
     """Advance prefills, commit decode tokens, finish requests and release their sessions' next turns."""
     committed = cycles = spec_committed = 0
     finished: list[Sequence] = []
@@ -178,7 +179,10 @@ def _commit(now: float, state: _State, decision: Any, kv: KVCache, config: Engin
         if seq.generated >= seq.output_tokens:
             finished.append(seq)
     if decision.decodes:
-        draws = sampler(len(decision.decodes)) if sampler is not None else [1] * len(decision.decodes)
+        # drawn by (request, output position), not in batch order: a change that reorders or retimes the batch
+        # leaves every request the tokens it commits at each position (common random numbers)
+        draws = ([1] * len(decision.decodes) if sampler is None else
+                 sampler([s.request_id for s in decision.decodes], [s.generated for s in decision.decodes]))
         if sampler is not None:
             cycles, spec_committed = len(draws), sum(draws)
         for seq, draw in zip(decision.decodes, draws, strict=True):

@@ -127,7 +127,11 @@ def acceptance_of(scenario: Scenario) -> Acceptance | None:
 
 def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None = None) -> SimulationResult:
     """Run one scenario; `progress(requests_done, simulated_s)` is called after every step."""
-    rng = np.random.default_rng(scenario.workload.seed)
+    # One generator per purpose, so that nothing a change does to timing moves a draw: the request stream
+    # (arrivals, lengths, think times) is drawn up front from the seed's own generator, and the acceptance
+    # draws are keyed by request and position from a child of the same seed (common random numbers).
+    seeds = np.random.SeedSequence(scenario.workload.seed)
+    rng, acceptance_rng = np.random.default_rng(seeds), np.random.default_rng(seeds.spawn(1)[0])
     deployment = deployment_of(scenario)
     platform = load_platform(scenario.hardware.platform)
     serving = scenario.serving
@@ -165,7 +169,7 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
         prefix_caching=scenario.cache.prefix_caching,
     )
     start = wall_clock()
-    request_rows, step_rows, simulated_s = simulate_stream(stream, cost, kv, config, rng, progress)
+    request_rows, step_rows, simulated_s = simulate_stream(stream, cost, kv, config, acceptance_rng, progress)
     wall_s = max(wall_clock() - start, 1e-9)
     requests, steps = request_rows_to_frame(request_rows), step_rows_to_frame(step_rows)
     usd = scenario.cost.usd_per_gpu_hour or deployment.gpu.tco_usd_per_gpu_hour

@@ -10,7 +10,7 @@ from __future__ import annotations
 import functools
 import math
 import numbers
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -113,21 +113,20 @@ class Acceptance:
         """-rates, ascending, for searchsorted (computed once: sampling runs every engine step)."""
         return -np.asarray(self.rates, dtype=np.float64)
 
-    def sampler(self, rng: np.random.Generator, block: int = 4096) -> Callable[[int], list[int]]:
-        """`sample_committed` for a serving loop: draws uniforms `block` at a time from `rng`.
+    def keyed_sampler(self, rng: np.random.Generator) -> Callable[[list[int], list[int]], list[int]]:
+        """Committed tokens of the serving loop's cycles, each drawn from a uniform keyed by (request id, position).
 
-        The uniforms are taken from `rng` in the same order as successive `sample_committed` calls take
-        them, so the committed counts are identical; only the per-call overhead is shared.
+        One 64-bit key is taken from `rng`; the uniform of a request's cycle that starts at output position p is
+        `keyed_uniforms(key, request_id, p)`. A request verifying at the same position in two runs of the same
+        seed commits the same tokens there, whatever order or time its cycles run in: common random numbers for
+        comparing configurations (one shared stream consumed in event order would hand a request other draws as
+        soon as a change reorders the batch).
         """
         negated = self._negated_rates
-        buffer, at = np.empty(0), 0
+        key = rng.integers(0, np.iinfo(np.uint64).max, dtype=np.uint64, endpoint=True)
 
-        def draw(n: int) -> list[int]:
-            nonlocal buffer, at
-            if at + n > buffer.size:
-                buffer, at = np.concatenate((buffer[at:], rng.random(max(block, n)))), 0
-            u = buffer[at:at + n]
-            at += n
+        def draw(request_ids: list[int], positions: list[int]) -> list[int]:
+            u = keyed_uniforms(key, request_ids, positions)
             return (np.searchsorted(negated, -u, side="left") + 1).tolist()
 
         return draw
@@ -143,6 +142,32 @@ class Acceptance:
         # non-increasing, so their negations are sorted and searchsorted counts them in O(log k).
         accepted = np.searchsorted(self._negated_rates, -u, side="left")
         return accepted.astype(np.int64, copy=False) + 1
+
+
+_GOLDEN_GAMMA = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64's increment: 2**64 over the golden ratio, odd
+
+
+def _mix64(x: np.ndarray) -> np.ndarray:
+    """SplitMix64's output function (Steele, Lea and Flood 2014): a bijection of 64-bit words with full avalanche."""
+    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+    return x ^ (x >> np.uint64(31))
+
+
+def keyed_uniforms(key: np.uint64 | int, ids: Sequence[int] | np.ndarray,
+                   positions: Sequence[int] | np.ndarray) -> np.ndarray:
+    """Uniforms in [0, 1), one per (id, position) pair, a pure function of (key, id, position).
+
+    Counter-based SplitMix64 (Steele, Lea and Flood 2014, "Fast splittable pseudorandom number generators"): a
+    request's state is the id-th output of the generator seeded with `key`, and a position's uniform the
+    position-th output of the generator seeded with that state (53 bits, as numpy's `random()`).
+    """
+    ids_u = np.asarray(ids, dtype=np.int64).astype(np.uint64)
+    positions_u = np.asarray(positions, dtype=np.int64).astype(np.uint64)
+    one = np.uint64(1)
+    state = _mix64(np.uint64(key) + (ids_u + one) * _GOLDEN_GAMMA)  # arrays wrap modulo 2**64, as SplitMix64 does
+    bits = _mix64(state + (positions_u + one) * _GOLDEN_GAMMA)
+    return (bits >> np.uint64(11)).astype(np.float64) * 2.0**-53
 
 
 def useful_rate(acceptance: Acceptance, cycle_s: float) -> float:

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from simulator.specdecode import Acceptance, breakeven_cycle_growth, useful_rate
+from simulator.specdecode import Acceptance, breakeven_cycle_growth, keyed_uniforms, useful_rate
 
 # Kimi K3 study, mechanism 8 (draft depth): 3.00 expected committed tokens with 3 drafts, 3.36 with 4 (bonus included).
 THREE = Acceptance.from_rates((0.9, 0.7, 0.4))
@@ -207,10 +207,31 @@ def test_breakeven_rejects_non_acceptance():
         breakeven_cycle_growth(THREE, (0.9, 0.7))
 
 
-def test_the_serving_loops_block_sampler_draws_what_successive_calls_draw():
+def test_keyed_draws_depend_only_on_key_request_and_position():
     acceptance = Acceptance((0.8, 0.55, 0.3))
-    sizes = [1, 7, 64, 3000, 5000, 2, 4096, 9000]  # crosses several 4096-value refills, and one larger request
-    one_by_one = np.random.default_rng(5)
-    expected = [acceptance.sample_committed(one_by_one, n).tolist() for n in sizes]
-    draw = acceptance.sampler(np.random.default_rng(5))
-    assert [draw(n) for n in sizes] == expected
+    ids, positions = list(range(500)) * 4, [p for p in (1, 4, 9, 30) for _ in range(500)]
+    draw = acceptance.keyed_sampler(np.random.default_rng(5))
+    together = draw(ids, positions)
+    # one pair at a time, in reverse order, from a sampler of the same seed: the same counts
+    again = acceptance.keyed_sampler(np.random.default_rng(5))
+    assert [again([i], [p])[0] for i, p in reversed(list(zip(ids, positions, strict=True)))] == together[::-1]
+    assert draw(ids, positions) == together  # drawing twice takes nothing from a stream
+    assert acceptance.keyed_sampler(np.random.default_rng(6))(ids, positions) != together
+
+
+def test_keyed_uniforms_are_uniform_and_the_draws_keep_the_rates():
+    from scipy import stats
+
+    ids = np.repeat(np.arange(400), 500)
+    positions = np.tile(np.arange(500), 400)
+    u = keyed_uniforms(np.uint64(12345), ids, positions)
+    assert u.min() >= 0.0 and u.max() < 1.0
+    assert stats.kstest(u, "uniform").pvalue > 0.01
+    # neighbouring positions of one request, and one position of neighbouring requests, are uncorrelated
+    grid = u.reshape(400, 500)
+    assert abs(np.corrcoef(grid[:, :-1].ravel(), grid[:, 1:].ravel())[0, 1]) < 0.01
+    assert abs(np.corrcoef(grid[:-1].ravel(), grid[1:].ravel())[0, 1]) < 0.01
+    committed = np.asarray(FOUR.keyed_sampler(np.random.default_rng(0))(ids.tolist(), positions.tolist()))
+    assert committed.mean() == pytest.approx(FOUR.expected_tokens_per_cycle, rel=0.01)
+    for i, rate in enumerate(FOUR.rates, start=1):
+        assert abs(np.mean(committed >= i + 1) - rate) < 0.01, f"position {i}"
