@@ -8,7 +8,7 @@ import sys
 from collections.abc import Sequence
 from typing import Any
 
-from infersim import collective_queries, queries, workload_queries
+from infersim import collective_queries, queries, vllm_bench, workload_queries
 
 EXIT_USER_ERROR = 2
 
@@ -33,11 +33,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--out", default=None, metavar="DIR",
                      help="write summary.json, requests.csv, steps.csv, report.html and scenario.yaml here")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
+    run.add_argument("--format", choices=["json", "vllm"], default=None, dest="output_format",
+                     help="json: as --json; vllm: print the result as `vllm bench serve --save-result` writes it "
+                          "(its keys, ms), and with --out also write vllm_result.json")
     run.add_argument("--trace", default=None, metavar="FILE",
                      help="write the run's engine steps as a Chrome trace (JSON, opens in ui.perfetto.dev)")
     run.add_argument("--trace-steps", type=_positive_int, default=None, metavar="N",
                      help="with --trace: the trace holds the first N engine steps (default 2000)")
     _cost_model_flag(run)
+    vllm_bench.add_arguments(run)
 
     comp = sub.add_parser("compare", help="predict design changes: each overlay on a base, deltas in %%")
     comp.add_argument("base", help="base scenario YAML, or the word 'default' for the built-in default")
@@ -304,8 +308,13 @@ def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         from infersim.outputs import check_trace_path
 
         check_trace_path(args.trace)  # fail before simulating, not after
-    scenario = load_scenario(args.scenario, args.overlay, args.sets)
+    if args.json and args.output_format == "vllm":
+        raise UserError("--json prints infersim's summary and --format vllm the vllm bench serve result: give one")
+    aliases = vars(args)
+    scenario = load_scenario(args.scenario, args.overlay, vllm_bench.alias_sets(aliases, args.sets))
+    vllm_bench.check_aliases(scenario, aliases)
     result = run_with_progress(scenario)
+    vllm = vllm_bench.vllm_result(result) if args.output_format == "vllm" else None
     if args.trace is not None:
         from infersim.outputs import run_trace
 
@@ -314,11 +323,14 @@ def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         from infersim.outputs import write_outputs
 
         try:
-            written = write_outputs(result, args.out)
+            extra = {} if vllm is None else {"vllm_result.json": json.dumps(vllm, indent=2, allow_nan=False) + "\n"}
+            written = write_outputs(result, args.out, extra)
         except OSError as err:
             raise UserError(f"--out {args.out}: cannot write: {err.strerror or err}") from None
         print(f"infersim: wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
-    return result.summary, f"infersim run: {scenario.name}"
+    if args.output_format is not None:
+        args.json = True  # either format is one JSON object
+    return (result.summary if vllm is None else vllm), f"infersim run: {scenario.name}"
 
 
 def _collective(args: argparse.Namespace) -> tuple[dict[str, Any], str]:

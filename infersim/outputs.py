@@ -58,8 +58,8 @@ def scenario_yaml(scenario: Any) -> str:
     return header + yaml.safe_dump(to_mapping(scenario), sort_keys=False, allow_unicode=True)
 
 
-def write_outputs(result: SimulationResult, out_dir: str | Path) -> list[Path]:
-    """The run's files under `out_dir` (created if missing); returns their paths.
+def write_outputs(result: SimulationResult, out_dir: str | Path, extra: Mapping[str, str] | None = None) -> list[Path]:
+    """The run's files under `out_dir` (created if missing), and `extra` files by name and text; returns their paths.
 
     Every file's text is made before the first is written, so a failure leaves nothing behind; each file is then
     written atomically."""
@@ -70,9 +70,10 @@ def write_outputs(result: SimulationResult, out_dir: str | Path) -> list[Path]:
         "steps.csv": result.steps.to_csv(index=False),
         "report.html": report_figure(result).to_html(include_plotlyjs=True, full_html=True),
         "scenario.yaml": scenario_yaml(result.scenario),
+        **(extra or {}),
     }
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / name for name in OUTPUT_NAMES]
+    paths = [out / name for name in texts]
     for path in paths:
         atomic_write(path, lambda tmp, text=texts[path.name]: Path(tmp).write_text(text, encoding="utf-8"))
     return paths
@@ -157,14 +158,16 @@ def report_figure(result: SimulationResult) -> Any:
     import numpy as np
     from plotly.subplots import make_subplots
 
+    from simulator.metrics import ttft_s
+
     requests, steps = result.requests, result.steps
     figure = make_subplots(rows=3, cols=2, subplot_titles=(
         "TTFT CDF", "TPOT CDF", "output tokens/s over time", "batch composition per step",
         "KV blocks in use", "prefix-cache hits per request"))
-    for col, values, name in ((1, requests["first_token_s"] - requests["arrival_s"], "TTFT (s)"),
-                              (2, (requests["finish_s"] - requests["first_token_s"])
-                               / (requests["output_tokens"] - 1).clip(lower=1), "TPOT (s)")):
-        ordered = np.sort(values.to_numpy())
+    for col, values, name in ((1, ttft_s(requests), "TTFT (s)"),
+                              (2, ((requests["finish_s"] - requests["first_token_s"])
+                                   / (requests["output_tokens"] - 1).clip(lower=1)).to_numpy(), "TPOT (s)")):
+        ordered = np.sort(values)
         cdf = np.arange(1, len(ordered) + 1) / max(1, len(ordered))
         figure.add_scatter(x=ordered, y=cdf, name=name, row=1, col=col)
     if len(steps):

@@ -3,8 +3,10 @@
 The engine loop asks the scheduler for a batch, asks the cost layer how long that cycle takes
 (`CycleCost.cycle_s`, one question per cycle), waits that long in simulated time and commits the
 tokens. Agentic sessions run closed-loop: a session's next turn arrives its think time after the
-previous turn finishes (`vllm bench serve`-style streams arrive at their own times). Speculative
-decoding commits a sampled number of tokens per cycle.
+previous turn finishes (`vllm bench serve`-style streams arrive at their own times). Under
+`serving.max_concurrency` the client holds an arrived request until one of its slots frees, as the semaphore of
+`vllm bench serve --max-concurrency` does; each request's row keeps both its arrival and when it was sent.
+Speculative decoding commits a sampled number of tokens per cycle.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ import heapq
 import time
 from collections import deque
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -50,6 +52,10 @@ class _State:
     next_turn: dict[int, int]  # stream index -> index of the same session's next turn
     in_flight: int = 0
     done: int = 0
+    # Under serving.max_concurrency: slots never taken yet, and a heap of the times the others came free. A
+    # request is sent at max(arrival, the earliest free slot's time), as the client's FIFO semaphore lets it go.
+    fresh_slots: int = 0
+    freed_at: list[float] = field(default_factory=list)
 
 
 def _sessions(stream: RequestStream) -> tuple[list[int], dict[int, int]]:
@@ -78,7 +84,7 @@ def simulate_stream(stream: RequestStream, cost: CycleCost, kv: KVCache, config:
         successor = {}
         pending = [(float(stream.arrival_s[i]), i) for i in range(len(stream))]
     heapq.heapify(pending)
-    state = _State(stream, deque(), [], pending, successor)
+    state = _State(stream, deque(), [], pending, successor, fresh_slots=config.max_concurrency)
     request_rows: list[dict[str, Any]] = []
     step_rows: list[dict[str, Any]] = []
     env.process(_engine(env, state, cost, kv, config, rng, request_rows, step_rows, progress))
@@ -93,11 +99,17 @@ def _release(state: _State, now: float, config: EngineConfig) -> None:
         arrival, i = heapq.heappop(state.pending)
         if config.admit_until_s and arrival > config.admit_until_s:
             continue
+        sent = arrival
+        if config.max_concurrency:
+            if state.fresh_slots:
+                state.fresh_slots -= 1
+            else:  # every slot freed at or before now; a request that arrived after its slot freed goes at once
+                sent = max(arrival, heapq.heappop(state.freed_at))
         s = state.stream
         state.waiting.append(Sequence(
             index=i, request_id=int(s.request_id[i]), session_id=int(s.session_id[i]), turn=int(s.turn[i]),
             arrival_s=arrival, prompt_tokens=int(s.prompt_tokens[i]), output_tokens=max(1, int(s.output_tokens[i])),
-            hashes=s.hashes(i) if config.prefix_caching else _NO_HASHES))
+            hashes=s.hashes(i) if config.prefix_caching else _NO_HASHES, sent_s=sent))
         state.in_flight += 1
 
 
@@ -199,9 +211,12 @@ def _commit(now: float, state: _State, decision: Any, kv: KVCache, config: Engin
         state.running.remove(seq)
         state.in_flight -= 1
         state.done += 1
+        if config.max_concurrency:
+            heapq.heappush(state.freed_at, now)
         request_rows.append({
             "request_id": seq.request_id, "session_id": seq.session_id, "turn": seq.turn,
-            "arrival_s": seq.arrival_s, "scheduled_s": seq.scheduled_s, "first_token_s": seq.first_token_s,
+            "arrival_s": seq.arrival_s, "sent_s": seq.sent_s, "scheduled_s": seq.scheduled_s,
+            "first_token_s": seq.first_token_s,
             "finish_s": now, "prompt_tokens": seq.prompt_tokens, "cached_tokens": seq.cached_tokens,
             "output_tokens": seq.output_tokens, "preemptions": seq.preemptions,
         })

@@ -2,7 +2,10 @@
 
 Definitions follow `vllm bench serve` and InferenceX so that simulated points overlay measured ones:
 
-- TTFT = first_token_s - arrival_s.
+- A request arrives (`arrival_s`) and is sent (`sent_s`) when the client lets it go: at once without a
+  concurrency cap, else when one of the cap's slots frees. Like `vllm bench serve --max-concurrency`, every
+  latency is measured from the send; the client-side wait, queue_wait = sent_s - arrival_s, is reported apart.
+- TTFT = first_token_s - sent_s. E2E latency (e2el) = finish_s - sent_s.
 - TPOT per request = (finish_s - first_token_s) / (output_tokens - 1), only for requests with at least
   2 output tokens (vLLM's definition; it excludes TTFT).
 - Interactivity (tok/s/user) = 1 / TPOT percentile: P50 = 1 / median TPOT, P90 = 1 / P90 TPOT
@@ -37,6 +40,7 @@ REQUEST_COLUMNS: dict[str, str] = {
     "session_id": "int64",
     "turn": "int64",
     "arrival_s": "float64",
+    "sent_s": "float64",  # when the client sent it (arrival_s unless a concurrency cap held it)
     "scheduled_s": "float64",
     "first_token_s": "float64",
     "finish_s": "float64",
@@ -63,6 +67,10 @@ STEP_COLUMNS: dict[str, str] = {
 
 STEP_COUNT_COLUMNS = [name for name, dtype in STEP_COLUMNS.items() if dtype == "int64"]
 
+# A column a table may lack, and the column it then equals: a requests table from before `sent_s` existed, or
+# from a source without a client-side cap, sent every request when it arrived.
+DEFAULT_COLUMNS = {"sent_s": "arrival_s"}
+
 PERCENTILES = (50, 90, 99)
 
 Rows = Sequence[Mapping[str, Any]] | Mapping[str, Sequence[Any]]
@@ -88,6 +96,10 @@ def _conform(frame: pd.DataFrame, schema: Mapping[str, str], table: str) -> pd.D
     """Return the schema's columns with its dtypes; a bad table fails here, naming the column, not later."""
     if len(frame) == 0:
         return pd.DataFrame({name: pd.Series([], dtype=dtype) for name, dtype in schema.items()})
+    defaults = {name: source for name, source in DEFAULT_COLUMNS.items()
+                if name in schema and name not in frame.columns and source in frame.columns}
+    if defaults:
+        frame = frame.assign(**{name: frame[source] for name, source in defaults.items()})
     missing = [name for name in schema if name not in frame.columns]
     if missing:
         raise ValueError(f"{table} is missing column(s) {missing}; expected {list(schema)}")
@@ -112,7 +124,9 @@ def _conform(frame: pd.DataFrame, schema: Mapping[str, str], table: str) -> pd.D
 def _check_requests(requests: pd.DataFrame) -> None:
     """Reject orderings no engine can produce, so a bookkeeping bug does not become a plausible latency."""
     checks = {
+        "sent_s < arrival_s": requests["sent_s"] < requests["arrival_s"],
         "first_token_s < arrival_s": requests["first_token_s"] < requests["arrival_s"],
+        "first_token_s < sent_s": requests["first_token_s"] < requests["sent_s"],
         "finish_s < first_token_s": requests["finish_s"] < requests["first_token_s"],
         "cached_tokens > prompt_tokens": requests["cached_tokens"] > requests["prompt_tokens"],
         "negative token count": (requests[["prompt_tokens", "cached_tokens", "output_tokens"]] < 0).any(axis=1),
@@ -177,8 +191,18 @@ def _stats(values: np.ndarray, weights: np.ndarray | None = None) -> dict[str, f
 
 
 def ttft_s(requests: pd.DataFrame) -> np.ndarray:
-    """Time to first token per request, queueing included, as a user sees it."""
-    return (requests["first_token_s"] - requests["arrival_s"]).to_numpy(dtype="float64")
+    """Time to first token per request from its send, the server's queueing included (vLLM's definition)."""
+    return (requests["first_token_s"] - requests["sent_s"]).to_numpy(dtype="float64")
+
+
+def e2el_s(requests: pd.DataFrame) -> np.ndarray:
+    """End-to-end latency per request: from its send to its last token (vLLM's e2el)."""
+    return (requests["finish_s"] - requests["sent_s"]).to_numpy(dtype="float64")
+
+
+def queue_wait_s(requests: pd.DataFrame) -> np.ndarray:
+    """Time per request between its arrival and its send: the client holding it under a concurrency cap."""
+    return (requests["sent_s"] - requests["arrival_s"]).to_numpy(dtype="float64")
 
 
 def tpot_s(requests: pd.DataFrame) -> np.ndarray:
@@ -266,6 +290,8 @@ def summarize(
         "ttft_s": _stats(ttft_s(requests)),
         "tpot_s": tpot_stats,
         "itl_s": _stats(*itl_samples(steps)),
+        "e2el_s": _stats(e2el_s(requests)),
+        "queue_wait_s": _stats(queue_wait_s(requests)),
         "interactivity_tok_per_s_per_user": {
             "p50": _reciprocal(tpot_stats["p50"]),
             "p90": _reciprocal(tpot_stats["p90"]),

@@ -8,6 +8,7 @@ base; `--set a.b=c` is the same overlay on the command line.
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Mapping
@@ -135,6 +136,7 @@ class Workload:
     range_ratio: float = 0.0
     arrival: ArrivalKind = ArrivalKind.POISSON
     rate_per_s: float = 0.5  # sessions per second (agentic) or requests per second (random)
+    burstiness: float = 1.0  # poisson arrivals' gap shape, as vllm bench serve --burstiness (1: exponential)
     trace_path: str = ""
     trace_format: str = ""  # mooncake, azure or csv
     duration_s: float = 0.0  # stop admitting new requests after this simulated time (0: run the stream out)
@@ -144,6 +146,9 @@ class Workload:
         _within(self, "range_ratio", 0.0, 0.999)
         if self.arrival in (ArrivalKind.POISSON, ArrivalKind.FIXED) and self.rate_per_s <= 0:
             raise FieldError("rate_per_s", f"must be positive for {self.arrival.value} arrivals, got {self.rate_per_s}")
+        if not 0 < self.burstiness < math.inf:
+            raise FieldError("burstiness", f"must be positive and finite, got {self.burstiness} "
+                                           "(even gaps: workload.arrival: fixed)")
 
 
 @dataclass(frozen=True)

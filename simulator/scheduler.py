@@ -31,6 +31,7 @@ class Sequence:
     computed_tokens: int = 0  # of prefill_target, tokens whose KV exists (cached or computed)
     generated: int = 0  # output tokens committed so far
     reserved_tokens: int = 0  # tokens the KV blocks held so far can take without growing
+    sent_s: float = -1.0  # when the client sent it: its arrival, or later when a concurrency slot freed
     scheduled_s: float = -1.0
     first_token_s: float = -1.0
     preemptions: int = 0

@@ -21,7 +21,7 @@ from simulator.metrics import request_rows_to_frame, step_rows_to_frame, summari
 from simulator.scenario import ArrivalKind, Scenario, ScenarioError, WorkloadKind
 from simulator.scheduler import Budget
 from simulator.specdecode import Acceptance
-from workloads.arrivals import FixedRate, Infinite, Poisson
+from workloads.arrivals import FixedRate, Gamma, Infinite, Poisson
 from workloads.codecs import Codec
 from workloads.deployment import Deployment
 from workloads.memory import plan_memory
@@ -79,7 +79,9 @@ def check_scenario(scenario: Scenario) -> None:
 
 def stream_of(scenario: Scenario, rng: np.random.Generator) -> RequestStream:
     w, block = scenario.workload, scenario.cache.block_tokens
-    arrivals = {ArrivalKind.POISSON: lambda: Poisson(w.rate_per_s), ArrivalKind.FIXED: lambda: FixedRate(w.rate_per_s),
+    # burstiness 1 keeps the exponential draws of Poisson, so that a scenario without it draws what it always did
+    poisson = (lambda: Poisson(w.rate_per_s)) if w.burstiness == 1 else (lambda: Gamma(w.rate_per_s, w.burstiness))
+    arrivals = {ArrivalKind.POISSON: poisson, ArrivalKind.FIXED: lambda: FixedRate(w.rate_per_s),
                 ArrivalKind.INFINITE: Infinite}
     if w.kind is WorkloadKind.AGENTIC:
         if w.arrival not in (ArrivalKind.POISSON, ArrivalKind.FIXED):

@@ -1,6 +1,6 @@
 """Arrival processes: when requests (or agentic sessions) reach the server, in seconds from t = 0.
 
-The set is closed: `Poisson`, `FixedRate`, `Infinite` and `TraceTimestamps`, each a frozen class with
+The set is closed: `Poisson`, `Gamma`, `FixedRate`, `Infinite` and `TraceTimestamps`, each a frozen class with
 `sample(n, rng) -> np.ndarray` of non-decreasing arrival times in seconds. Like `vllm bench serve`,
 the first request of a rate-driven process is sent at t = 0 and each later one after a gap.
 """
@@ -46,6 +46,35 @@ class Poisson:
         times = np.zeros(n)
         if n > 1:
             np.cumsum(rng.exponential(1.0 / self.rate_per_s, size=n - 1), out=times[1:])
+        return times
+
+
+@dataclass(frozen=True)
+class Gamma:
+    """Gamma-distributed gaps of mean 1 / rate_per_s, as `vllm bench serve --request-rate R --burstiness B`.
+
+    The shape is `burstiness` and the scale 1 / (rate_per_s * burstiness) (vLLM's `get_request`,
+    vllm/benchmarks/serve.py): below 1 the arrivals come in bursts, above 1 they are more even; 1 is the
+    exponential gap of `Poisson`, which a scenario uses for it. vLLM also rescales its gaps so that the last
+    request goes at exactly n / rate; these gaps are not rescaled, as `Poisson`'s are not.
+    """
+
+    rate_per_s: float
+    burstiness: float
+
+    def __post_init__(self) -> None:
+        _check_rate("Gamma", self.rate_per_s)
+        b = self.burstiness
+        if isinstance(b, bool) or not isinstance(b, numbers.Real) or not math.isfinite(b) or b <= 0:
+            raise ValueError(f"Gamma.burstiness must be positive and finite, got {b!r}")
+
+    def sample(self, n: int, rng: np.random.Generator) -> np.ndarray:
+        """Arrival times (s): 0, then cumulative gamma gaps of mean 1 / rate_per_s."""
+        n = _check_count(n)
+        times = np.zeros(n)
+        if n > 1:
+            scale = 1.0 / (self.rate_per_s * self.burstiness)
+            np.cumsum(rng.gamma(self.burstiness, scale, size=n - 1), out=times[1:])
         return times
 
 
@@ -101,4 +130,4 @@ class TraceTimestamps:
         return self.arrival_s[:n].copy()
 
 
-ArrivalProcess = Poisson | FixedRate | Infinite | TraceTimestamps
+ArrivalProcess = Poisson | Gamma | FixedRate | Infinite | TraceTimestamps

@@ -24,7 +24,9 @@ CONTRACT_KEYS = {
     "interactivity_tok_per_s_per_user", "output_tok_per_s", "total_tok_per_s", "output_tok_per_s_per_gpu",
     "total_tok_per_s_per_gpu", "tokens_per_dollar", "prefix_hit_rate", "spec_tokens_per_cycle",
 }
-EXTRA_KEYS = {"mean_batch_decode_seqs", "kv_utilization_mean"}
+# e2el_s and queue_wait_s joined the summary when latencies came to be measured from a request's send (sent_s):
+# end-to-end latency from the send, and the client's wait between arrival and send
+EXTRA_KEYS = {"mean_batch_decode_seqs", "kv_utilization_mean", "e2el_s", "queue_wait_s"}
 RUN = {"gpus": 2, "usd_per_gpu_hour": 3.6, "simulated_s": 5.0, "wall_s": 0.5}
 
 

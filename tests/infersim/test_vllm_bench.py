@@ -1,0 +1,201 @@
+"""`infersim run` in `vllm bench serve`'s terms: its flag names as aliases of scenario keys, and `--format vllm`,
+the result in the key names and units of `vllm bench serve --save-result`."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from infersim import vllm_bench
+from infersim.cli import main
+
+# The shape of a --save-result file, built from vLLM's source (data/README.md says which file and commit).
+SAMPLE = json.loads((Path(__file__).parent / "data" / "vllm_bench_serve_result.json").read_text())
+
+QUICK = ["--set", "hardware.platform=h200-8", "--set", "model.name=qwen3-32b", "--set", "spec_decode.drafts=0",
+         "--set", "precision={}", "--set", "workload.kind=random"]
+ALIASES = ["--num-prompts", "60", "--request-rate", "30", "--max-concurrency", "8", "--random-input-len", "512",
+           "--random-output-len", "24", "--random-range-ratio", "0.5", "--burstiness", "0.5", "--seed", "3"]
+SETS = ["workload.num_prompts=60", "workload.arrival=poisson", "workload.rate_per_s=30", "serving.max_concurrency=8",
+        "workload.input_len=512", "workload.output_len=24", "workload.range_ratio=0.5", "workload.burstiness=0.5",
+        "workload.seed=3"]
+
+
+def _vllm_unit(key: str) -> str:
+    """The unit of a --save-result key, as vllm/benchmarks/serve.py computes it."""
+    if key.endswith("_ms"):
+        return "ms"  # process_one_metric: `np.mean(...) * 1000` of seconds
+    return {
+        "duration": "s",  # time.perf_counter() difference
+        "num_prompts": "requests", "completed": "requests", "failed": "requests",
+        "max_concurrency": "requests", "max_concurrent_requests": "requests",  # peak of [start, start + latency)
+        "total_input_tokens": "tokens", "total_output_tokens": "tokens",
+        "request_throughput": "requests/s", "request_goodput": "requests/s",  # completed / dur_s
+        "request_rate": "requests/s",
+        "output_throughput": "tokens/s", "total_token_throughput": "tokens/s",  # tokens / dur_s
+        "max_output_tokens_per_s": "tokens/s",  # most tokens in one 1-second bucket
+        "burstiness": "gamma shape",  # np.random.gamma(shape=burstiness, ...)
+    }[key]
+
+
+def _without_timing(summary: dict) -> dict:
+    """A summary less what depends on the host's clock."""
+    out = {k: v for k, v in summary.items() if k not in ("wall_s", "sim_speedup")}
+    out["cycle_cost"] = {k: v for k, v in summary["cycle_cost"].items() if k != "miss_wall_s"}
+    return out
+
+
+@pytest.fixture(scope="module")
+def vllm_run(tmp_path_factory):
+    """One capped run at a finite rate with --format vllm: (printed object, written files' folder)."""
+    out = tmp_path_factory.mktemp("vllm")
+    stdout = io.StringIO()
+    with contextlib.redirect_stdout(stdout), contextlib.redirect_stderr(io.StringIO()):
+        assert main(["run", *QUICK, *ALIASES, "--format", "vllm", "--out", str(out)]) == 0
+    return json.loads(stdout.getvalue()), out
+
+
+def test_every_key_is_a_save_result_key_with_the_same_unit(vllm_run):
+    printed, out = vllm_run
+    assert json.loads((out / "vllm_result.json").read_text()) == printed
+    assert sorted(p.name for p in out.iterdir()) == ["report.html", "requests.csv", "scenario.yaml", "steps.csv",
+                                                     "summary.json", "vllm_result.json"]
+    assert set(printed) <= set(SAMPLE)
+    numeric = [k for k, v in printed.items() if isinstance(v, int | float) and not isinstance(v, bool)]
+    assert len(numeric) >= 50
+    for key in numeric:
+        assert isinstance(SAMPLE[key], int | float), key
+        assert vllm_bench.UNITS[key] == _vllm_unit(key), key
+    # the keys a capped run at a finite rate writes: every statistic of every metric
+    for metric in vllm_bench.METRICS:
+        for stat in ("mean", "median", "std", "p50", "p90", "p99"):
+            assert f"{stat}_{metric}_ms" in printed
+    assert printed["request_goodput"] is None and printed["max_concurrency"] == 8
+    assert printed["request_rate"] == 30.0 and printed["burstiness"] == 0.5 and printed["num_prompts"] == 60
+
+
+def test_values_agree_with_the_summary_in_ms(vllm_run):
+    printed, out = vllm_run
+    summary = json.loads((out / "summary.json").read_text())
+    requests = pd.read_csv(out / "requests.csv")
+    assert printed["duration"] == summary["simulated_s"]
+    assert printed["completed"] == summary["requests_completed"] == len(requests) == 60
+    assert printed["failed"] == 0
+    assert printed["total_input_tokens"] == requests["prompt_tokens"].sum()
+    assert printed["total_output_tokens"] == requests["output_tokens"].sum()
+    assert printed["request_throughput"] == pytest.approx(60 / summary["simulated_s"], rel=1e-12)
+    assert printed["output_throughput"] == summary["output_tok_per_s"]
+    assert printed["total_token_throughput"] == summary["total_tok_per_s"]
+    for metric, key in (("ttft", "ttft_s"), ("tpot", "tpot_s"), ("itl", "itl_s"), ("e2el", "e2el_s"),
+                        ("client_queue_time", "queue_wait_s")):
+        stats = summary[key]
+        assert printed[f"median_{metric}_ms"] == pytest.approx(1e3 * stats["p50"], rel=1e-12), metric
+        for stat in ("mean", "p50", "p90", "p99"):
+            assert printed[f"{stat}_{metric}_ms"] == pytest.approx(1e3 * stats[stat], rel=1e-12), (metric, stat)
+    per_request = {
+        "ttft": requests["first_token_s"] - requests["sent_s"],
+        "e2el": requests["finish_s"] - requests["sent_s"],
+        "client_queue_time": requests["sent_s"] - requests["arrival_s"],
+        "e2el_including_client_queue": requests["finish_s"] - requests["arrival_s"],
+    }
+    for metric, values in per_request.items():
+        assert printed[f"std_{metric}_ms"] == pytest.approx(1e3 * np.std(values), rel=1e-9), metric
+    including = per_request["e2el_including_client_queue"]
+    assert printed["mean_e2el_including_client_queue_ms"] == pytest.approx(1e3 * including.mean(), rel=1e-12)
+    assert printed["p99_e2el_including_client_queue_ms"] == pytest.approx(1e3 * np.percentile(including, 99),
+                                                                          rel=1e-12)
+    assert printed["max_concurrent_requests"] == 8  # the cap binds at 30 requests/s
+    assert 0 < printed["max_output_tokens_per_s"] <= requests["output_tokens"].sum()
+
+
+def test_an_uncapped_run_at_rate_inf_has_no_client_queue_keys(capsys):
+    assert main(["run", *QUICK, "--num-prompts", "12", "--request-rate", "inf", "--random-output-len", "8",
+                 "--format", "vllm"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["request_rate"] == "inf" and printed["max_concurrency"] is None
+    assert not any("client_queue" in key for key in printed)
+    assert printed["mean_ttft_ms"] > 0
+    assert set(printed) <= set(SAMPLE)
+
+
+def test_format_json_is_the_summary(capsys):
+    assert main(["run", *QUICK, "--num-prompts", "6", "--random-output-len", "4", "--format", "json"]) == 0
+    assert "ttft_s" in json.loads(capsys.readouterr().out)
+
+
+def test_the_aliases_are_their_set_forms(tmp_path, capsys):
+    by_alias, by_set = tmp_path / "alias", tmp_path / "set"
+    assert main(["run", *QUICK, *ALIASES, "--json", "--out", str(by_alias)]) == 0
+    aliased = json.loads(capsys.readouterr().out)
+    argv = ["run", *QUICK]
+    for item in SETS:
+        argv += ["--set", item]
+    assert main([*argv, "--json", "--out", str(by_set)]) == 0
+    assert _without_timing(json.loads(capsys.readouterr().out)) == _without_timing(aliased)
+    for name in ("scenario.yaml", "requests.csv", "steps.csv"):
+        assert (by_alias / name).read_bytes() == (by_set / name).read_bytes(), name
+
+
+def test_request_rate_inf_is_infinite_arrivals(tmp_path, capsys):
+    assert main(["run", *QUICK, "--request-rate", "inf", "--num-prompts", "5", "--random-output-len", "4",
+                 "--json", "--out", str(tmp_path)]) == 0
+    capsys.readouterr()
+    assert "  arrival: infinite\n" in (tmp_path / "scenario.yaml").read_text()
+    assert (pd.read_csv(tmp_path / "requests.csv")["arrival_s"] == 0).all()
+
+
+def test_the_help_lists_the_flags_in_their_own_group(capsys):
+    with pytest.raises(SystemExit):
+        main(["run", "--help"])
+    text = capsys.readouterr().out
+    group = text[text.index("vllm bench serve flags:"):]
+    for alias in vllm_bench.ALIASES:
+        assert alias.flag in group
+    assert "--format {json,vllm}" in text
+
+
+@pytest.mark.parametrize(("argv", "message"), [
+    (["--num-prompts", "5", "--set", "workload.num_prompts=6"],
+     "--num-prompts and --set workload.num_prompts=6 both set workload.num_prompts"),
+    (["--request-rate", "5", "--set", "workload.arrival=fixed"],
+     "--request-rate and --set workload.arrival=fixed both set workload.arrival"),
+    (["--request-rate", "inf", "--set", "workload.arrival=poisson"], "both set workload.arrival"),
+    (["--seed", "1", "--set", "workload={seed: 2}"], "--seed and --set workload={seed: 2} both set workload.seed"),
+    (["--max-concurrency", "4", "--set", "serving.max_concurrency=2"], "both set serving.max_concurrency"),
+    (["--max-concurrency", "0"], "--max-concurrency 0: must be at least 1"),
+    (["--max-concurrency", "many"], "--max-concurrency many: serving.max_concurrency: expected a whole number"),
+    (["--num-prompts", "0"], "--num-prompts 0: workload.num_prompts: must be at least 1"),
+    (["--request-rate", "-2"], "--request-rate -2: workload.rate_per_s: must not be negative"),
+    (["--request-rate", "0"], "--request-rate 0: workload.rate_per_s: must be positive for poisson arrivals"),
+    (["--random-input-len", "1.5"], "--random-input-len 1.5: workload.input_len: expected a whole number"),
+    (["--random-range-ratio", "1"], "--random-range-ratio 1: workload.range_ratio: must lie in [0.0, 0.999]"),
+    (["--burstiness", "0"], "--burstiness 0: workload.burstiness: must be positive and finite"),
+    (["--burstiness", ".inf"], "--burstiness .inf: workload.burstiness: must be positive and finite"),
+    (["--json", "--format", "vllm"], "--json prints infersim's summary and --format vllm"),
+])
+def test_conflicts_and_bad_values_are_one_line_errors(capsys, tmp_path, argv, message):
+    assert main(["run", *QUICK, *argv, "--out", str(tmp_path / "out")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1 and "Traceback" not in err
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("flag", [a.flag for a in vllm_bench.ALIASES if a.random_only])
+def test_a_random_workload_flag_on_another_workload_is_refused(capsys, flag):
+    assert main(["run", flag, "0.5" if flag == "--random-range-ratio" else "1"]) == 2  # the default is agentic
+    err = capsys.readouterr().err
+    assert f"{flag} sets workload." in err and "only a random workload reads" in err and err.count("\n") == 1
+
+
+def test_max_concurrency_and_seed_apply_to_any_workload(capsys):
+    assert main(["run", "--set", "workload.sessions=3", "--set", "workload.turns_mean=2", "--max-concurrency", "2",
+                 "--seed", "4", "--format", "vllm"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["max_concurrency"] == 2 and printed["max_concurrent_requests"] <= 2
+    assert "request_rate" not in printed and "num_prompts" not in printed  # an agentic rate counts sessions
