@@ -73,7 +73,7 @@ def write_outputs(result: SimulationResult, out_dir: str | Path, extra: Mapping[
         **(extra or {}),
     }
     out.mkdir(parents=True, exist_ok=True)
-    paths = [out / name for name in texts]
+    paths = [out / name for name in (*OUTPUT_NAMES, *(extra or {}))]
     for path in paths:
         atomic_write(path, lambda tmp, text=texts[path.name]: Path(tmp).write_text(text, encoding="utf-8"))
     return paths
