@@ -145,13 +145,19 @@ class Acceptance:
 
 
 _GOLDEN_GAMMA = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64's increment: 2**64 over the golden ratio, odd
+_MIX_1, _MIX_2 = np.uint64(0xBF58476D1CE4E5B9), np.uint64(0x94D049BB133111EB)
+_SHIFTS = tuple(np.uint64(s) for s in (30, 27, 31, 11))
 
 
-def _mix64(x: np.ndarray) -> np.ndarray:
-    """SplitMix64's output function (Steele, Lea and Flood 2014): a bijection of 64-bit words with full avalanche."""
-    x = (x ^ (x >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
-    x = (x ^ (x >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
-    return x ^ (x >> np.uint64(31))
+def _mix64(x: np.ndarray) -> None:
+    """SplitMix64's output function (Steele, Lea and Flood 2014), in place: a bijection of 64-bit words with full
+    avalanche. In place, because the serving loop calls it every step and numpy's per-call cost dominates."""
+    s30, s27, s31, _ = _SHIFTS
+    x ^= x >> s30
+    x *= _MIX_1
+    x ^= x >> s27
+    x *= _MIX_2
+    x ^= x >> s31
 
 
 def keyed_uniforms(key: np.uint64 | int, ids: Sequence[int] | np.ndarray,
@@ -162,12 +168,16 @@ def keyed_uniforms(key: np.uint64 | int, ids: Sequence[int] | np.ndarray,
     request's state is the id-th output of the generator seeded with `key`, and a position's uniform the
     position-th output of the generator seeded with that state (53 bits, as numpy's `random()`).
     """
-    ids_u = np.asarray(ids, dtype=np.int64).astype(np.uint64)
-    positions_u = np.asarray(positions, dtype=np.int64).astype(np.uint64)
-    one = np.uint64(1)
-    state = _mix64(np.uint64(key) + (ids_u + one) * _GOLDEN_GAMMA)  # arrays wrap modulo 2**64, as SplitMix64 does
-    bits = _mix64(state + (positions_u + one) * _GOLDEN_GAMMA)
-    return (bits >> np.uint64(11)).astype(np.float64) * 2.0**-53
+    x = np.array((ids, positions), dtype=np.int64).view(np.uint64)  # uint64 arrays wrap modulo 2**64, as SplitMix64
+    x += np.uint64(1)
+    x *= _GOLDEN_GAMMA
+    state, bits = x[0], x[1]
+    state += np.uint64(key)
+    _mix64(state)
+    bits += state
+    _mix64(bits)
+    bits >>= _SHIFTS[3]
+    return bits * 2.0**-53
 
 
 def useful_rate(acceptance: Acceptance, cycle_s: float) -> float:
