@@ -52,6 +52,37 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
     _cost_model_flag(comp)
 
+    swp = sub.add_parser("sweep", help="a scenario over a grid of keys, in parallel: a resumable table (Parquet, "
+                                       "CSV) and the Pareto frontier")
+    swp.add_argument("scenario", metavar="SCENARIO",
+                     help="base scenario YAML, or the word 'default' for the built-in default")
+    swp.add_argument("--grid", action="append", default=[], required=True, metavar="KEY=VALUES",
+                     help="a scenario key and its values: a list 1,2,4,8, a range 0..6, a step 4..64:4 or a factor "
+                          "4..512*2; repeat for the product of several keys")
+    swp.add_argument("--overlay", action="append", default=[], metavar="YAML",
+                     help="a design-change overlay merged onto the base; repeat to stack")
+    swp.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", dest="sets",
+                     help="one scenario value for every point, e.g. --set workload.sessions=6")
+    swp.add_argument("--out", required=True, metavar="DIR",
+                     help="write sweep.parquet, sweep.csv, sweep.html and scenario.yaml here; the same DIR again "
+                          "resumes (runs only the points and seeds it lacks)")
+    swp.add_argument("--seeds", type=_positive_int, default=1, metavar="N",
+                     help="run each point with workload.seed + 0..N-1 (default 1)")
+    swp.add_argument("--jobs", type=_positive_int, default=None, metavar="J",
+                     help="worker processes (default: the CPUs this process may use)")
+    swp.add_argument("--executor", choices=["process", "dask"], default="process",
+                     help="process: a local process pool (default); dask: a Dask distributed cluster (a LocalCluster, "
+                          "or --scheduler); needs pip install 'infersim[sweep]'")
+    swp.add_argument("--scheduler", default=None, metavar="ADDRESS",
+                     help="with --executor dask: the address of a running Dask scheduler, e.g. tcp://host:8786")
+    swp.add_argument("--at-interactivity", type=float, default=None, metavar="TOK_PER_S",
+                     help="also print the best configuration at this P90 interactivity (tok/s/user): the frontier "
+                          "interpolated there")
+    swp.add_argument("--calibration", default=None, metavar="YAML",
+                     help="a calibration overlay (e.g. from infersim calibrate) on each GPU's calibration")
+    swp.add_argument("--json", action="store_true", help="print the result as one JSON object")
+    _cost_model_flag(swp)
+
     hw = sub.add_parser("hw", help="hardware specs: GPUs and platforms")
     hw_sub = hw.add_subparsers(dest="hw_command", required=True, metavar="ACTION")
     hw_list = hw_sub.add_parser("list", help="list GPU and platform specs")
@@ -224,6 +255,10 @@ def _dispatch(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         from infersim.compare import compare_command
 
         return compare_command(args.base, args.changes, args.sets, table=not args.json)
+    if args.command == "sweep":
+        from infersim.sweep import sweep_command
+
+        return sweep_command(args)
     if args.command == "hw" and args.hw_command == "list":
         return queries.hw_list(), "Hardware specs"
     if args.command == "hw":

@@ -11,11 +11,14 @@ memos, parts) is this module's and `step_parts`' business; the serving loop sees
 
 from __future__ import annotations
 
+import contextlib
 import math
 import time
+from collections.abc import Iterator
+from contextvars import ContextVar
 from dataclasses import dataclass
 
-from hwmodels.calibration import Calibration
+from hwmodels.calibration import Calibration, chosen
 from hwmodels.interconnect import Fabric
 from simulator.cost.step_parts import StepParts
 from workloads.codecs import Codec
@@ -61,12 +64,14 @@ class CycleCost:
     def __init__(self, deployment: Deployment, fabric: Fabric, calib: Calibration, quickreduce: Codec | None = None,
                  host: HostCopies = HostCopies(), drafts: int = 0, bucket_ratio: float = 1.04):
         self.deployment, self.host, self.drafts, self.bucket_ratio = deployment, host, drafts, bucket_ratio
-        self.parts = StepParts(deployment, fabric, calib, quickreduce)
         self.draft_fraction = DRAFT_LAYERS / deployment.model.layers
         self.hits = self.misses = 0
         self.miss_wall_s = 0.0
-        self._cycles: dict[tuple, float] = {}
-        self._steps: dict[tuple, float] = {}
+        if _SHARING.get():
+            memos = _shared((deployment, fabric, calib, quickreduce, bucket_ratio))
+        else:
+            memos = _Memos(StepParts(deployment, fabric, calib, quickreduce), {}, {})
+        self.parts, self._cycles, self._steps = memos.parts, memos.cycles, memos.steps
 
     def cycle_s(self, shape: CycleShape) -> float:
         """Seconds of one engine cycle of this shape."""
@@ -112,6 +117,46 @@ class CycleCost:
     def hit_rate(self) -> float:
         looked_up = self.hits + self.misses
         return self.hits / looked_up if looked_up else 0.0
+
+
+@dataclass(frozen=True)
+class _Memos:
+    """What a CycleCost memoizes: step parts, cycle times and step times, each a function of its key alone."""
+
+    parts: StepParts
+    cycles: dict[tuple, float]
+    steps: dict[tuple, float]
+
+
+SHARED_DEPLOYMENTS = 32  # memos a process keeps under `shared_memos` (the least recently used go first)
+_SHARING: ContextVar[bool] = ContextVar("cycle_memos_shared", default=False)
+_SHARED: list[tuple[tuple, _Memos]] = []  # (what the memos are a function of, the memos), most recent last
+
+
+@contextlib.contextmanager
+def shared_memos() -> Iterator[None]:
+    """Within the block, a CycleCost of the same deployment, fabric, calibration, QuickReduce codec and bucket ratio
+    as an earlier one in this process reuses its memos, so that runs of one deployment on one process (a sweep's
+    points) time each cycle shape once. A memo entry is a function of those and its key alone (the drafts are in
+    the key), so no result changes; hits, misses and miss time stay each run's own."""
+    token = _SHARING.set(True)
+    try:
+        yield
+    finally:
+        _SHARING.reset(token)
+
+
+def _shared(identity: tuple) -> _Memos:
+    """The memos of an earlier CycleCost built from equal arguments, or fresh ones kept for the next."""
+    identity = (*identity, chosen())  # a calibration chosen by context reaches the parts' timing too
+    for i, (held, memos) in enumerate(_SHARED):
+        if held == identity:
+            _SHARED.append(_SHARED.pop(i))
+            return memos
+    memos = _Memos(StepParts(*identity[:4]), {}, {})
+    _SHARED.append((identity, memos))
+    del _SHARED[:-SHARED_DEPLOYMENTS]
+    return memos
 
 
 def _contexts(count: int, mean: int, longest: int) -> tuple[int, ...]:

@@ -1,8 +1,8 @@
 """Every HTML page infersim writes renders offline in headless Chromium, every panel with its axis titles.
 
-The pages (the `infersim run --out` report, the collective sweep chart, the validation report) are generated
-into a temporary folder and opened from file:// with every other request aborted, so a page that needs the
-network (plotly.js from a CDN) fails here. Any console error or page error fails the test too.
+The pages (the `infersim run --out` report, the collective sweep chart, the validation report, the Pareto page of
+`infersim sweep`) are generated into a temporary folder and opened from file:// with every other request aborted,
+so a page that needs the network (plotly.js from a CDN) fails here. Any console error or page error fails the test too.
 
 Needs the `playwright` package (the `test` extra) and a Chromium executable: the system one
 (`apt-get install chromium` on Debian; `INFERSIM_CHROMIUM=/path` names another). Playwright's own browser
@@ -184,3 +184,13 @@ def test_a_page_that_needs_the_network_fails(browser, tmp_path):
     page.write_text(figure.to_html(include_plotlyjs="cdn", full_html=True), encoding="utf-8")
     with pytest.raises(AssertionError, match="not offline-safe"):
         open_page(browser, page)
+
+
+def test_sweep_pareto_page_renders_offline(browser, tmp_path, capsys):
+    out = tmp_path / "sweep"
+    assert main(["sweep", "default", "--set", "workload.sessions=2", "--set", "workload.turns_mean=2",
+                 "--grid", "serving.max_concurrency=1,2", "--grid", "spec_decode.drafts=0,2", "--seeds", "2",
+                 "--jobs", "1", "--at-interactivity", "50", "--json", "--out", str(out)]) == 0
+    capsys.readouterr()
+    page = out / "sweep.html"
+    check_panels(page, open_page(browser, page), panels=2)

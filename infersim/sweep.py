@@ -1,0 +1,478 @@
+"""`infersim sweep`: a scenario over a grid of scenario keys, run in parallel, kept as one resumable table.
+
+Each point is the base scenario (SCENARIO, `--overlay`, `--set`) with its grid values applied through the one
+converter, as `--set` applies them (`simulator/scenario.py: build`). Every point is built and checked before anything
+runs: a grid value that no point can use (an unknown key, a bad value, a value the base refuses) is the one-line
+error `infersim run --set KEY=VALUE` gives; a combination of usable values that the scenario refuses (say, a DCP that
+does not divide one of the gridded TPs) is a row with status "skipped" and the reason. A point that fails while
+simulating is a row with status "error" (run again by a rerun).
+
+Points run on a local process pool (`--jobs`) or a Dask cluster (`--executor dask`), whose workers live across
+points. The table (`infersim/sweep_table.py`) is matched on rerun by the grid values and seed within one base
+scenario, identified by a hash of the resolved base (its name and `workload.seed` aside: seeds are matched per row).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from infersim import sweep_table
+from infersim.sweep_grid import Axis, parse_grid, points
+from infersim.sweep_worker import Task, error_text
+from simulator.replicates import replicate_seeds
+from simulator.scenario import (
+    DEFAULT_SCENARIO,
+    Scenario,
+    ScenarioError,
+    build,
+    deep_merge,
+    load_scenario,
+    parse_set,
+    read_scenario_file,
+    to_mapping,
+)
+from simulator.simulate import check_scenario
+
+DEFAULT_BASE = "default"  # the word that names the built-in default scenario, as for `infersim compare`
+EXTRA = "pip install 'infersim[sweep]'"
+FLUSH_S = 5.0  # the table is rewritten this often while points finish (and at the end)
+DASK_CONNECT_S = 10  # how long to try reaching --scheduler
+PAGE, SCENARIO_FILE = "sweep.html", "scenario.yaml"
+
+
+class SweepError(ValueError):
+    """A sweep that cannot run as asked: one line, exit status 2."""
+
+
+@dataclass(frozen=True)
+class Point:
+    """One combination of grid values: the scenario to run as plain values, or the reason it is skipped."""
+
+    index: int
+    grid: Mapping[str, Any]  # each grid key's value as the scenario resolved it (as --set read it, if refused)
+    scenario: Mapping[str, Any] | None  # `to_mapping` of the point's scenario; None when refused
+    reason: str = ""
+
+
+def sweep_command(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    """The CLI's (result, title) for `infersim sweep`."""
+    sets = list(args.sets)
+    if args.cost_model is not None:
+        sets.append(f"cost.model={args.cost_model}")
+    result = run_sweep(args.scenario, args.grid, args.out, overlays=args.overlay, sets=sets, seeds=args.seeds,
+                       jobs=args.jobs, executor=args.executor, scheduler=args.scheduler,
+                       calibration=args.calibration, at_interactivity=args.at_interactivity)
+    title = f"infersim sweep: {result['points']} points x {result['seeds']} seed(s) on {args.scenario}"
+    return (result if args.json else table_layout(result)), title
+
+
+def run_sweep(base: str, grid: Sequence[str], out: str | Path, *, overlays: Sequence[str | Path] = (),
+              sets: Sequence[str] = (), seeds: int = 1, jobs: int | None = None, executor: str = "process",
+              scheduler: str | None = None, calibration: str | Path | None = None,
+              at_interactivity: float | None = None) -> dict[str, Any]:
+    """Run what the folder `out` lacks of the grid, write the table and the page, and report."""
+    started = time.monotonic()
+    _check_flags(seeds, jobs, executor, scheduler, at_interactivity)
+    _check_installed(executor)
+    axes = parse_grid(grid, seeds)
+    _check_keys(axes, sets)
+    from infersim.outputs import check_out_dir
+
+    folder = check_out_dir(out)
+    base_raw = read_scenario_file(DEFAULT_SCENARIO if base == DEFAULT_BASE else base)
+    for overlay in overlays:  # as load_scenario composes them, read once for every point
+        base_raw = deep_merge(base_raw, read_scenario_file(overlay))
+    base_raw = deep_merge(base_raw, parse_set(list(sets)))
+    base_scenario = build(Scenario, base_raw)
+    calibration = None if calibration is None else str(Path(calibration).resolve())
+    planned = plan(base_raw, axes)
+    digest = base_hash(base_scenario, calibration)
+    work = schedule(planned, [axis.key for axis in axes], _existing_rows(folder, base_scenario, digest),
+                    to_mapping(base_scenario), replicate_seeds(base_scenario, seeds), digest, calibration)
+
+    with contextlib.ExitStack() as stack:  # a Dask client and cluster, closed however the sweep ends
+        results = _start(work.tasks, executor, jobs, scheduler, stack)
+        folder.mkdir(parents=True, exist_ok=True)
+        _write_base(folder / SCENARIO_FILE, base_scenario)
+        title = f"infersim sweep of {base_scenario.name}: {' x '.join(axis.key for axis in axes)}"
+        output = _Output(folder, work, title, seeds, at_interactivity)
+        _collect(results, output, digest, "points" if seeds == 1 else "runs")
+        written, table, stats = output.write(final=True)
+    finished = output.finished
+    written += [folder / SCENARIO_FILE, folder / sweep_table.JOURNAL]
+    print(f"infersim: wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
+    result = {"out": str(folder), "files": [str(p) for p in written], "points": len(planned), "seeds": seeds,
+              "runs": len(planned) * seeds, "ran": len(work.tasks), "reused": len(work.kept),
+              "skipped": len(work.skipped), "errors": sum(row["status"] == "error" for row in finished),
+              "rows": len(table),
+              "executor": f"dask at {scheduler}" if scheduler else f"{executor} ({jobs or default_jobs()} jobs)",
+              "wall_s": time.monotonic() - started,
+              "run_mean_wall_s": (sum(row["wall_s"] for row in finished) / len(finished)) if finished else None}
+    result["runs_per_s"] = len(finished) / result["wall_s"] if finished else None
+    return {**result, **_frontier_report(stats, at_interactivity), **_first_error(finished)}
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """What a sweep runs now and what it keeps: rows as `sweep_table` describes them."""
+
+    grid_keys: list[str]  # this grid's keys, then those only earlier rows of the folder have
+    grids: dict[int, dict[str, Any]]  # each point's values of every grid key
+    tasks: list[Task]  # (point, seed) the folder lacks, or holds as an error
+    kept: list[dict[str, Any]]  # rows the folder holds for this grid, renumbered to its points
+    skipped: list[dict[str, Any]]  # refused points, a row per seed
+    others: list[dict[str, Any]]  # rows of earlier points outside this grid, numbered after its points
+
+
+def schedule(planned: Sequence[Point], keys: Sequence[str], existing: Sequence[dict[str, Any]],
+             base_values: Mapping[str, Any], seeds: Sequence[int], digest: str, calibration: str | None) -> Schedule:
+    """Match the folder's rows to this grid's (point, seed) by their grid values and seed, within one base.
+
+    A key gridded before but not now (or now but not before) stands at the base's value in the rows that lack it,
+    since that is the value they ran with."""
+    grid_keys = list(dict.fromkeys([*keys, *(k for row in existing for k in row["grid"])]))
+
+    def full(grid: Mapping[str, Any]) -> dict[str, Any]:
+        return {k: grid[k] if k in grid else resolved(base_values, k) for k in grid_keys}
+
+    done = {}
+    for row in existing:
+        row = {**row, "grid": full(row["grid"])}
+        done[sweep_table.row_key(row["seed"], row["grid"], grid_keys)] = row
+    grids = {point.index: full(point.grid) for point in planned}
+    tasks, kept, skipped = [], [], []
+    for point in planned:
+        for seed in seeds:
+            if point.scenario is None:
+                skipped.append(_row(point.index, seed, grids[point.index], "skipped", point.reason, {}, None, digest))
+                continue
+            row = done.pop(sweep_table.row_key(seed, grids[point.index], grid_keys), None)
+            if row is not None and row["status"] == "ok":
+                kept.append({**row, "point": point.index})
+                continue
+            scenario = {**point.scenario, "workload": {**point.scenario["workload"], "seed": seed}}
+            tasks.append(Task(point.index, seed, scenario, calibration))
+    others = sorted(done.values(), key=lambda row: (row["point"], row["seed"]))
+    numbers: dict[tuple, int] = {}
+    for row in others:
+        at = sweep_table.row_key(0, row["grid"], grid_keys)[1:]  # the point's values, whatever the seed
+        row["point"] = numbers.setdefault(at, len(planned) + len(numbers))
+    return Schedule(grid_keys, grids, tasks, kept, skipped, others)
+
+
+@dataclass
+class _Output:
+    """The folder's table and page, written from the rows kept, skipped and finished so far."""
+
+    folder: Path
+    work: Schedule
+    title: str
+    seeds: int
+    at_interactivity: float | None
+    finished: list[dict[str, Any]] = field(default_factory=list)
+
+    def write(self, final: bool) -> tuple[list[Path], Any, list[dict[str, Any]]]:
+        """sweep.parquet and sweep.csv (and at the end sweep.html): (files, table, per-point stats)."""
+        work = self.work
+        rows = sorted([*work.kept, *work.skipped, *self.finished], key=lambda row: (row["point"], row["seed"]))
+        table = sweep_table.frame([*rows, *work.others], work.grid_keys)
+        written = sweep_table.write_table(self.folder, table, work.grid_keys)
+        stats: list[dict[str, Any]] = []
+        if final:
+            from infersim import sweep_page
+
+            stats = sweep_page.point_stats(table, work.grid_keys)
+            title = _page_title(self.title, len(stats), self.seeds)
+            figure = sweep_page.sweep_figure(stats, work.grid_keys, title, self.at_interactivity)
+            written.append(sweep_page.write_page(figure, self.folder / PAGE))
+        return written, table, stats
+
+
+def _collect(results: Iterator[dict[str, Any]], output: _Output, digest: str, unit: str) -> None:
+    """Journal each row as it finishes, rewrite the table every FLUSH_S, and on Ctrl-C keep what finished."""
+    from infersim.progress import CountProgress
+
+    work = output.work
+    with sweep_table.open_journal(output.folder) as journal, CountProgress(len(work.tasks), unit, "sweep") as progress:
+        flushed = time.monotonic()
+        try:
+            for result in results:
+                row = _row(result["point"], result["seed"], work.grids[result["point"]], result["status"],
+                           result["error"], result["metrics"], result["wall_s"], digest)
+                sweep_table.append(journal, row)
+                output.finished.append(row)
+                progress.advance()
+                if time.monotonic() - flushed >= FLUSH_S:
+                    output.write(final=False)
+                    flushed = time.monotonic()
+        except KeyboardInterrupt:
+            output.write(final=True)
+            print(f"infersim: sweep interrupted: {len(output.finished)} of {len(work.tasks)} {unit} done and kept "
+                  f"in {output.folder} (run the same command again to resume)", file=sys.stderr)
+            raise SystemExit(130) from None
+        except SweepError:
+            output.write(final=True)
+            raise
+
+
+def _check_flags(seeds: int, jobs: int | None, executor: str, scheduler: str | None,
+                 at_interactivity: float | None) -> None:
+    if seeds < 1:
+        raise SweepError(f"--seeds must be at least 1, got {seeds}")
+    if executor not in ("process", "dask"):
+        raise SweepError(f"--executor {executor!r}: expected process or dask")
+    if scheduler is not None and executor != "dask":
+        raise SweepError("--scheduler names a Dask scheduler: give --executor dask too")
+    if scheduler is not None and jobs is not None:
+        raise SweepError("--jobs sizes a local pool or LocalCluster; with --scheduler the cluster's workers run the "
+                         "points: drop one")
+    if jobs is not None and jobs < 1:
+        raise SweepError(f"--jobs must be at least 1, got {jobs}")
+    if at_interactivity is not None and not at_interactivity > 0:
+        raise SweepError(f"--at-interactivity must be a positive tok/s/user, got {at_interactivity}")
+
+
+def _check_installed(executor: str) -> None:
+    """The optional packages a sweep needs, each a one-line error naming the extra that brings it."""
+    try:
+        import pyarrow  # noqa: F401  (the Parquet table)
+    except ImportError:
+        raise SweepError(f"infersim sweep writes Parquet and needs pyarrow: {EXTRA}") from None
+    if executor == "dask":
+        try:
+            import dask.distributed  # noqa: F401
+        except ImportError:
+            raise SweepError(f"--executor dask needs dask.distributed: {EXTRA}") from None
+
+
+def _check_keys(axes: Sequence[Axis], sets: Sequence[str]) -> None:
+    set_keys = {item.partition("=")[0].strip() for item in sets}
+    for axis in axes:
+        if axis.key == "workload.seed":
+            raise SweepError("--grid workload.seed: seeds are swept with --seeds N (workload.seed + 0..N-1)")
+        if axis.key in set_keys:
+            raise SweepError(f"--grid {axis.key}: also given with --set; the grid sets it for every point")
+
+
+def plan(base_raw: Mapping[str, Any], axes: Sequence[Axis]) -> list[Point]:
+    """Every point built and checked; a value that no point can use is the error `run --set` gives for it."""
+    planned = []
+    usable: list[set[str]] = [set() for _ in axes]
+    first_reason: dict[tuple[int, str], str] = {}
+    for index, texts in enumerate(points(axes)):
+        pairs = [f"{axis.key}={text}" for axis, text in zip(axes, texts, strict=True)]
+        overlay = parse_set(pairs)
+        try:
+            scenario = build(Scenario, deep_merge(base_raw, overlay))
+            check_scenario(scenario)
+        except ScenarioError as err:
+            reason = str(err)
+            for a, text in enumerate(texts):
+                first_reason.setdefault((a, text), reason)
+            planned.append(Point(index, {a.key: resolved(overlay, a.key) for a in axes}, None, reason))
+            continue
+        for a, text in enumerate(texts):
+            usable[a].add(text)
+        mapping = to_mapping(scenario)
+        planned.append(Point(index, {a.key: resolved(mapping, a.key) for a in axes}, mapping))
+    for a, axis in enumerate(axes):
+        for text in axis.texts:
+            if text not in usable[a]:
+                raise ScenarioError(first_reason[(a, text)])
+    return planned
+
+
+def resolved(mapping: Mapping[str, Any], key: str) -> Any:
+    """The value of a dotted key in a scenario's plain mapping; a value that is not a scalar as its JSON text."""
+    node: Any = mapping
+    for part in key.split("."):
+        if not isinstance(node, Mapping) or part not in node:
+            return None
+        node = node[part]
+    if isinstance(node, Mapping | list | tuple):
+        return json.dumps(node, sort_keys=True)
+    return node
+
+
+def base_hash(scenario: Scenario, calibration: str | None) -> str:
+    """What identifies a sweep's base: the resolved scenario (its name and seed aside) and the calibration file."""
+    mapping = to_mapping(scenario)
+    mapping.pop("name", None)
+    mapping["workload"].pop("seed", None)
+    calib = hashlib.sha256(Path(calibration).read_bytes()).hexdigest() if calibration else None
+    text = json.dumps({"scenario": mapping, "calibration": calib}, sort_keys=True, default=str)
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def _existing_rows(folder: Path, base: Scenario, digest: str) -> list[dict[str, Any]]:
+    """The rows the folder holds for this base; a folder of another base is an error, never a silent mix."""
+    if not folder.is_dir():
+        return []
+    scenario_file = folder / SCENARIO_FILE
+    if scenario_file.exists():
+        try:
+            held = load_scenario(scenario_file)
+        except ScenarioError as err:
+            raise SweepError(f"--out {folder}: its {SCENARIO_FILE} cannot be read: {err}") from None
+        if base_hash(held, None) != base_hash(base, None):
+            raise SweepError(f"--out {folder} holds a sweep of another base scenario ({SCENARIO_FILE} differs): "
+                             "give another --out")
+    rows = sweep_table.read_rows(folder)
+    others = sorted({row["base_hash"] for row in rows} - {digest})
+    if others:
+        raise SweepError(f"--out {folder} holds rows of another base scenario (hash {others[0]}, this one {digest}): "
+                         "give another --out")
+    return rows
+
+
+def _write_base(path: Path, scenario: Scenario) -> None:
+    from infersim.outputs import atomic_write
+
+    text = ("# The resolved base scenario of an infersim sweep (overlays and --set applied, no grid values).\n"
+            "# Its hash, name and workload.seed aside, identifies the sweep's rows (base_hash).\n"
+            + yaml.safe_dump(to_mapping(scenario), sort_keys=False, allow_unicode=True))
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+
+
+def _row(point: int, seed: int, grid: Mapping[str, Any], status: str, error: str, metrics: Mapping[str, Any],
+         wall_s: float | None, digest: str) -> dict[str, Any]:
+    return {"point": point, "seed": seed, "grid": dict(grid), "status": status, "error": error,
+            "metrics": dict(metrics), "wall_s": wall_s, "base_hash": digest}
+
+
+def default_jobs() -> int:
+    """The CPUs this process may run on."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not Linux
+        return os.cpu_count() or 1
+
+
+def _start(tasks: Sequence[Task], executor: str, jobs: int | None, scheduler: str | None,
+           stack: contextlib.ExitStack) -> Iterator[dict[str, Any]]:
+    """Each task's row as it finishes, in any order. A Dask cluster is reached now, so that an unreachable scheduler
+    fails before any file is written; `stack` closes it."""
+    if not tasks:
+        return iter(())
+    if executor == "dask":
+        return _dask_results(tasks, _dask_client(min(jobs or default_jobs(), len(tasks)), scheduler, stack))
+    return _pool_results(tasks, jobs or default_jobs())
+
+
+def _pool_results(tasks: Sequence[Task], jobs: int) -> Iterator[dict[str, Any]]:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures.process import BrokenProcessPool
+
+    from infersim.sweep_worker import ignore_interrupts, run_point
+
+    # forkserver: workers start from a clean process with the simulator imported once (no fork of our threads)
+    context = multiprocessing.get_context("forkserver")
+    context.set_forkserver_preload(["infersim.sweep_worker"])
+    pool = ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context, initializer=ignore_interrupts)
+    try:
+        futures = [pool.submit(run_point, task) for task in tasks]
+        for future in as_completed(futures):
+            yield future.result()
+    except BrokenProcessPool as err:
+        raise SweepError(f"a worker process died ({error_text(err)}); finished points are kept: run again to "
+                         "resume") from None
+    finally:
+        pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _dask_client(workers: int, scheduler: str | None, stack: contextlib.ExitStack) -> Any:
+    """A client of the scheduler at `scheduler`, or of a LocalCluster of `workers` single-threaded processes."""
+    import logging
+
+    from dask.distributed import Client, LocalCluster
+
+    try:
+        if scheduler is not None:
+            return stack.enter_context(Client(scheduler, timeout=DASK_CONNECT_S))
+        cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
+                                                   dashboard_address=None, silence_logs=logging.ERROR))
+        return stack.enter_context(Client(cluster))
+    except (OSError, TimeoutError) as err:
+        where = f"--scheduler {scheduler}" if scheduler else "a Dask LocalCluster"
+        raise SweepError(f"{where}: cannot connect: {error_text(err)}") from None
+
+
+def _dask_results(tasks: Sequence[Task], client: Any) -> Iterator[dict[str, Any]]:
+    from dask.distributed import as_completed
+
+    from infersim.sweep_worker import run_point
+
+    futures = client.map(run_point, tasks, pure=False)
+    try:
+        for future in as_completed(futures):
+            yield future.result()
+    except Exception as err:  # a worker lost for good (KilledWorker) or the scheduler gone
+        raise SweepError(f"the Dask cluster failed ({error_text(err)}); finished points are kept: run again to "
+                         "resume") from None
+    finally:
+        client.cancel(futures)
+
+
+def _page_title(title: str, ran: int, seeds: int) -> str:
+    seeds_text = f", mean and 95 % interval of {seeds} seeds" if seeds > 1 else ""
+    return (f"{title}<br><sup>{ran} points ran{seeds_text}; P90 interactivity = 1 / P90 TPOT of the run summary; "
+            "frontier: no other point is both more interactive and higher</sup>")
+
+
+def _frontier_report(stats: Sequence[Mapping[str, Any]], at: float | None) -> dict[str, Any]:
+    """The throughput frontier's points and, with `at`, both frontiers read at that interactivity."""
+    from infersim import sweep_page
+
+    report: dict[str, Any] = {
+        "frontier": [_frontier_record(s) for s in sweep_page.frontier_records(stats, sweep_page.PER_GPU)]}
+    if at is not None:
+        report["at_interactivity"] = {"interactivity_tok_per_s_per_user": at,
+                                      **{metric: sweep_page.reading(stats, metric, at)
+                                         for metric in (sweep_page.PER_GPU, sweep_page.PER_DOLLAR)}}
+    return report
+
+
+def _first_error(finished: Sequence[Mapping[str, Any]]) -> dict[str, str]:
+    errors = [row["error"] for row in finished if row["status"] == "error"]
+    return {"first_error": errors[0]} if errors else {}
+
+
+def _frontier_record(stat: Mapping[str, Any]) -> dict[str, Any]:
+    from infersim import sweep_page
+
+    return {"point": stat["point"], **stat["grid"],
+            "interactivity_p90_tok_per_s_per_user": stat[sweep_page.INTERACTIVITY],
+            sweep_page.PER_GPU: stat[sweep_page.PER_GPU], sweep_page.PER_DOLLAR: stat[sweep_page.PER_DOLLAR]}
+
+
+def table_layout(result: Mapping[str, Any]) -> dict[str, Any]:
+    """The result for print_result: each frontier reading a table of its own, configurations as KEY=VALUE text."""
+    layout = {k: v for k, v in result.items() if k != "at_interactivity"}
+    layout["files"] = ", ".join(result["files"])
+    at = result.get("at_interactivity")
+    if at is not None:
+        x = at["interactivity_tok_per_s_per_user"]
+        for metric in (k for k in at if k != "interactivity_tok_per_s_per_user"):
+            found = at[metric]
+            layout[f"{metric} at {x:g} tok/s/user"] = {
+                metric: found["value"],
+                "configuration": (" ".join(f"{k}={v}" for k, v in found["configuration"].items())
+                                  if found["configuration"] else "-"),
+                "point": found["point"],
+                "point P90 interactivity (tok/s/user)": found.get("point_interactivity_tok_per_s_per_user"),
+                f"point {metric}": found.get("point_value"),
+                "note": found["note"]}
+    return layout

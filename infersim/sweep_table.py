@@ -1,0 +1,146 @@
+"""The table of `infersim sweep`: one row per (point, seed), kept as a journal and written as Parquet and CSV.
+
+A row is a mapping: `point`, `seed`, `grid` (the grid keys' resolved values), `status` ("ok", "error": failed while
+simulating, "skipped": a combination of grid values the scenario refuses), `error` (the reason), `metrics` (the
+run summary's scalars by dotted path), `wall_s` (the point on its worker, end to end) and `base_hash` (the
+resolved base scenario's hash). Every finished row is appended to the journal `sweep.rows.jsonl` as one JSON line
+at once; sweep.parquet and sweep.csv are rewritten from all rows, atomically, every few seconds and at the end. A
+rerun reads both back (the journal wins), so an interrupted sweep keeps every row it finished.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Iterable, Mapping, Sequence
+from pathlib import Path
+from typing import IO, Any
+
+import numpy as np
+
+from infersim.outputs import atomic_write
+
+PARQUET, CSV, JOURNAL = "sweep.parquet", "sweep.csv", "sweep.rows.jsonl"
+METADATA_KEY = b"infersim.sweep"  # Parquet schema metadata: the grid keys, so that a rerun can read rows back
+LEADING = ("point", "seed")
+STATUS = ("status", "error")
+TRAILING = ("wall_s", "base_hash")
+SKIPPED = "skipped"
+
+
+class TableError(ValueError):
+    """A sweep folder whose files cannot be read back."""
+
+
+def canonical(value: Any) -> Any:
+    """A grid value as compared across runs: numbers as floats (8 and 8.0 agree), text and booleans as they are."""
+    if value is None or isinstance(value, bool | str):
+        return value
+    if isinstance(value, np.bool_):
+        return bool(value)
+    if isinstance(value, int | float | np.integer | np.floating):
+        return float(value)
+    return json.dumps(value, sort_keys=True)
+
+
+def row_key(seed: int, grid: Mapping[str, Any], keys: Sequence[str]) -> tuple[Any, ...]:
+    """What identifies a row within one base scenario: its seed and its values of `keys`."""
+    return (int(seed), *(canonical(grid[key]) for key in keys))
+
+
+def open_journal(out: Path) -> IO[str]:
+    """The journal, opened to append, locked against a second sweep writing the same folder."""
+    import fcntl
+
+    handle = (out / JOURNAL).open("a", encoding="utf-8")
+    try:
+        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        handle.close()
+        raise TableError(f"--out {out}: another sweep is writing there") from None
+    return handle
+
+
+def append(journal: IO[str], row: Mapping[str, Any]) -> None:
+    """One finished row, as one JSON line, on disk before the next row is waited for."""
+    journal.write(json.dumps(row, allow_nan=False, separators=(",", ":")) + "\n")
+    journal.flush()
+
+
+def read_rows(out: Path) -> list[dict[str, Any]]:
+    """The rows a folder holds, from sweep.parquet then the journal (later rows replace earlier ones)."""
+    rows = _parquet_rows(out / PARQUET) if (out / PARQUET).exists() else []
+    if (out / JOURNAL).exists():
+        for line in (out / JOURNAL).read_text(encoding="utf-8").splitlines():
+            try:
+                row = json.loads(line)
+            except json.JSONDecodeError:  # the last line of a journal whose writer was killed mid-line
+                continue
+            if isinstance(row, dict) and {"point", "seed", "grid", "status", "metrics", "base_hash"} <= set(row):
+                rows.append(row)
+    return [row for row in rows if row["status"] != SKIPPED]  # skips are recomputed from the grid each run
+
+
+def _parquet_rows(path: Path) -> list[dict[str, Any]]:
+    import pyarrow.parquet as pq
+
+    try:
+        table = pq.read_table(path)
+    except Exception as err:  # a truncated or foreign file: name it rather than fail deep inside pyarrow
+        raise TableError(f"{path}: cannot read it back as a sweep table: {err}") from None
+    meta = (table.schema.metadata or {}).get(METADATA_KEY)
+    if meta is None:
+        raise TableError(f"{path}: not a sweep table (no grid keys in its metadata)")
+    grid_keys = json.loads(meta)["grid_keys"]
+    fixed = set(LEADING) | set(STATUS) | set(TRAILING) | set(grid_keys)
+    rows = []
+    for record in table.to_pylist():
+        rows.append({
+            "point": record["point"], "seed": record["seed"], "grid": {k: record[k] for k in grid_keys},
+            "status": record["status"], "error": record["error"] or "",
+            "metrics": {k: _number(v) for k, v in record.items() if k not in fixed},
+            "wall_s": _number(record["wall_s"]), "base_hash": record["base_hash"],
+        })
+    return rows
+
+
+def _number(value: Any) -> Any:
+    return None if isinstance(value, float) and not math.isfinite(value) else value
+
+
+def frame(rows: Iterable[Mapping[str, Any]], grid_keys: Sequence[str]) -> Any:
+    """The rows as one DataFrame: point, seed, the grid keys, status, error, the metrics, wall_s, base_hash."""
+    import pandas as pd
+
+    rows = list(rows)
+    metric_names: dict[str, None] = {}
+    for row in rows:
+        metric_names.update(dict.fromkeys(row["metrics"]))
+    columns = [*LEADING, *grid_keys, *STATUS, *metric_names, *TRAILING]
+    records = [{"point": row["point"], "seed": row["seed"], **{k: row["grid"][k] for k in grid_keys},
+                "status": row["status"], "error": row["error"],
+                **{m: row["metrics"].get(m) for m in metric_names}, "wall_s": row["wall_s"],
+                "base_hash": row["base_hash"]} for row in rows]
+    table = pd.DataFrame.from_records(records, columns=columns)
+    for key in grid_keys:  # one type per column for Parquet: mixed values (a refused text beside numbers) as text
+        kinds = {type(v) for v in table[key] if v is not None}
+        if len(kinds) > 1 and not kinds <= {int, float}:
+            table[key] = table[key].map(lambda v: v if v is None else str(v))
+    for name in metric_names:
+        if table[name].dtype == object and table[name].isna().all():
+            table[name] = table[name].astype("float64")  # a metric no row has: a float column of NaN, not nulls
+    return table
+
+
+def write_table(out: Path, table: Any, grid_keys: Sequence[str]) -> list[Path]:
+    """sweep.parquet (the grid keys in its metadata) and sweep.csv, each atomically."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    arrow = pa.Table.from_pandas(table, preserve_index=False)
+    meta = {**(arrow.schema.metadata or {}), METADATA_KEY: json.dumps({"grid_keys": list(grid_keys)}).encode()}
+    arrow = arrow.replace_schema_metadata(meta)
+    atomic_write(out / PARQUET, lambda tmp: pq.write_table(arrow, tmp))
+    csv = table.to_csv(index=False)
+    atomic_write(out / CSV, lambda tmp: Path(tmp).write_text(csv, encoding="utf-8"))
+    return [out / PARQUET, out / CSV]
