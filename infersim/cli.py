@@ -40,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="write the run's engine steps as a Chrome trace (JSON, opens in ui.perfetto.dev)")
     run.add_argument("--trace-steps", type=_positive_int, default=None, metavar="N",
                      help="with --trace: the trace holds the first N engine steps (default 2000)")
+    _replicate_flags(run, "1: one run, as without the flag")
     _cost_model_flag(run)
     vllm_bench.add_arguments(run)
 
@@ -50,6 +51,7 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", dest="sets",
                       help="one scenario value for every run, e.g. --set workload.sessions=6")
     comp.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
+    _replicate_flags(comp, "8")
     _cost_model_flag(comp)
 
     swp = sub.add_parser("sweep", help="a scenario over a grid of keys, in parallel: a resumable table (Parquet, "
@@ -219,6 +221,15 @@ def _cost_model_flag(command: argparse.ArgumentParser) -> None:
                               "issue; the default) or roofline (the older floor with partial-grid heuristics)")
 
 
+def _replicate_flags(command: argparse.ArgumentParser, default: str) -> None:
+    # plain text, checked by the command: a bad count is a one-line error, not argparse's usage and error
+    command.add_argument("--seeds", default=None, metavar="N",
+                         help="replicates: seeds workload.seed + 0..N-1, each metric's mean and 95%% Student t "
+                              f"interval over them (default {default})")
+    command.add_argument("--jobs", default=None, metavar="J",
+                         help="with --seeds: worker processes (default: the CPUs, capped by the runs)")
+
+
 def _non_negative_int(text: str) -> int:
     try:
         value = int(text)
@@ -254,7 +265,8 @@ def _dispatch(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     if args.command == "compare":
         from infersim.compare import compare_command
 
-        return compare_command(args.base, args.changes, args.sets, table=not args.json)
+        return compare_command(args.base, args.changes, args.sets, table=not args.json, seeds=args.seeds,
+                               jobs=args.jobs)
     if args.command == "sweep":
         from infersim.sweep import sweep_command
 
@@ -331,8 +343,13 @@ def _write_trace(trace: dict[str, Any], path: str) -> None:
 
 def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     from infersim.progress import run_with_progress
+    from infersim.replicates import count_flag, run_replicates
     from simulator.scenario import load_scenario
 
+    seeds = count_flag("--seeds", args.seeds, 1)  # checked before anything runs
+    jobs = None if args.jobs is None else count_flag("--jobs", args.jobs, 1)
+    if seeds > 1 and args.output_format == "vllm":
+        raise UserError("--format vllm is one run's result: leave out --seeds, or use --json")
     if args.out is not None:
         from infersim.outputs import check_out_dir
 
@@ -348,7 +365,8 @@ def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     aliases = vars(args)
     scenario = load_scenario(args.scenario, args.overlay, vllm_bench.alias_sets(aliases, args.sets))
     vllm_bench.check_aliases(scenario, aliases)
-    result = run_with_progress(scenario)
+    result, replicate_files = ((run_with_progress(scenario), {}) if seeds == 1
+                               else run_replicates(scenario, seeds, jobs))
     vllm = vllm_bench.vllm_result(result) if args.output_format == "vllm" else None
     if args.trace is not None:
         from infersim.outputs import run_trace
@@ -359,12 +377,16 @@ def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
 
         try:
             extra = {} if vllm is None else {"vllm_result.json": json.dumps(vllm, indent=2, allow_nan=False) + "\n"}
-            written = write_outputs(result, args.out, extra)
+            written = write_outputs(result, args.out, {**extra, **replicate_files})
         except OSError as err:
             raise UserError(f"--out {args.out}: cannot write: {err.strerror or err}") from None
         print(f"infersim: wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
     if args.output_format is not None:
         args.json = True  # either format is one JSON object
+    if seeds > 1 and not args.json:
+        from infersim.replicates import replicates_layout
+
+        return replicates_layout(result.summary), f"infersim run: {scenario.name}, {seeds} seeds"
     return (result.summary if vllm is None else vllm), f"infersim run: {scenario.name}"
 
 

@@ -1,15 +1,20 @@
 """`infersim compare`: simulate a base scenario and each design-change overlay on it, and report the deltas in %.
 
 A design change is predicted by running the same workload (same seed) on the base and on the base with the
-overlay merged in, so every difference in the summary comes from the change itself.
+overlay merged in, so every difference in the summary comes from the change itself. With `seeds` > 1 every
+configuration runs seeds `workload.seed + k`; the base and a change meet the same requests and acceptance draws on
+a seed (common random numbers), so each metric's per-seed % deltas are paired samples: their mean, a paired
+Student t interval and whether it excludes zero (`significant`).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from simulator.replicates import CONFIDENCE, replicate_seeds, t_interval, with_seed
 from simulator.scenario import Scenario, ScenarioError, load_scenario
 from simulator.simulate import SimulationResult, check_scenario, simulate
 
@@ -30,6 +35,14 @@ METRICS: tuple[str, ...] = (
 )
 DEFAULT_BASE = "default"  # the word that names the built-in default scenario as the base
 CHANGES_PER_TABLE = 5  # change columns per printed table, so a table fits 160 columns
+SEEDED_CHANGES_PER_TABLE = 3  # the same with an interval in every cell
+# Seeds per configuration of `infersim compare`, measured on `infersim compare default
+# simulator/scenarios/changes/dcp8.yaml --seeds N --json` (2 cores shared with other work, 2 jobs). 95% half-width
+# of the TTFT p90 delta: 14.7 points at N = 3, 5.3 at 5, 2.9 at 8, 3.9 at 10 (its 9th seed, +9%, widens it); of the
+# tok/s/GPU delta: 36, 14, 8.0 and 6.8 points. Cost: 8.5, 12, 19 and 21 CPU-seconds (2.7 for one seed), 5-10, 6-15,
+# 16-18 and 16-24 s of wall time here. At 3 seeds only the TPOT delta is significant; at 8 the TTFT, TPOT and
+# throughput deltas are, to a few points; 10 narrows them little more for a quarter more runs.
+DEFAULT_SEEDS = 8
 
 
 def metric_value(summary: Mapping[str, Any], metric: str) -> float | int | None:
@@ -54,8 +67,51 @@ def delta_pct(base: float | int | None, value: float | int | None) -> float | No
 
 
 def compare(base: Scenario, changes: Sequence[tuple[str, Scenario]],
-            run: Callable[[Scenario], SimulationResult] = simulate) -> dict[str, Any]:
-    """Each change's metrics and their % delta versus the base; `run` lets the CLI show progress."""
+            run: Callable[[Scenario], SimulationResult] = simulate, *, seeds: int = 1,
+            jobs: int | None = None) -> dict[str, Any]:
+    """Each change's metrics and their % delta versus the base; `run` (one seed, no `jobs`) lets the CLI show
+    progress.
+
+    With `seeds` > 1 (or `jobs` given) the runs go through a process pool (`jobs` processes, default: the CPUs,
+    capped by the runs; progress from `infersim.progress`), values are means over the seeds, `delta_pct` the mean
+    of the per-seed paired deltas, and `delta_ci` has per metric the per-seed deltas, their mean, the paired t
+    interval and `significant`."""
+    if seeds == 1 and jobs is None:
+        return _compare_one_seed(base, changes, run)
+    from infersim.replicates import default_jobs, run_all
+
+    seed_list = replicate_seeds(base, seeds)
+    configs = [base, *(scenario for _, scenario in changes)]
+    runs = [with_seed(c, c.workload.seed + k) for c in configs for k in range(seeds)]
+    outcomes = run_all(runs, jobs or default_jobs(len(runs)))
+    for seed, outcome in zip(seed_list, outcomes[:seeds], strict=True):
+        if outcome.error is not None:  # the base must run: every delta is against it
+            raise ValueError(f"seed {seed}: {outcome.error}")
+    base_runs = [_values(o.summary) for o in outcomes[:seeds] if o.summary is not None]
+    results = []
+    for i, (name, _) in enumerate(changes):
+        mine = outcomes[(i + 1) * seeds:(i + 2) * seeds]
+        failed = next(((s, o.error) for s, o in zip(seed_list, mine, strict=True) if o.error is not None), None)
+        if failed is not None:  # the change cannot serve this workload on some seed: a result, as on one seed
+            results.append({"name": name, "error": f"seed {failed[0]}: {failed[1]}",
+                            "values": dict.fromkeys(METRICS), "delta_pct": dict.fromkeys(METRICS),
+                            "delta_ci": dict.fromkeys(METRICS)})
+            continue
+        change_runs = [_values(o.summary) for o in mine if o.summary is not None]
+        cis = {m: paired_delta([b[m] for b in base_runs], [c[m] for c in change_runs]) for m in METRICS}
+        results.append({"name": name, "values": _means(change_runs),
+                        "delta_pct": {m: None if ci is None else ci["mean_pct"] for m, ci in cis.items()},
+                        "delta_ci": cis})
+    return {"base": {"name": base.name, "values": _means(base_runs),
+                     "per_seed": {m: [r[m] for r in base_runs] for m in METRICS}},
+            "metrics": list(METRICS), "seeds": list(seed_list), "confidence": CONFIDENCE,
+            "interval": f"per-seed paired % deltas (change minus base on the same seed): mean and "
+                        f"{CONFIDENCE:.0%} paired Student t interval, {seeds - 1} degrees of freedom",
+            "changes": results}
+
+
+def _compare_one_seed(base: Scenario, changes: Sequence[tuple[str, Scenario]],
+                      run: Callable[[Scenario], SimulationResult]) -> dict[str, Any]:
     base_values = _values(run(base).summary)
     results = []
     for name, scenario in changes:
@@ -68,6 +124,27 @@ def compare(base: Scenario, changes: Sequence[tuple[str, Scenario]],
         results.append({"name": name, "values": values,
                         "delta_pct": {m: delta_pct(base_values[m], values[m]) for m in METRICS}})
     return {"base": {"name": base.name, "values": base_values}, "metrics": list(METRICS), "changes": results}
+
+
+def paired_delta(base: Sequence[float | int | None], change: Sequence[float | int | None]) -> dict[str, Any] | None:
+    """Per-seed % deltas of a change over the base on the same seeds, their mean, paired t interval and whether it
+    excludes zero (`significant`: None for one seed); None where a seed leaves the delta undefined."""
+    deltas = [delta_pct(b, c) for b, c in zip(base, change, strict=True)]
+    if any(d is None for d in deltas):
+        return None
+    interval = t_interval([float(d) for d in deltas if d is not None])
+    return {"per_seed_pct": deltas, "mean_pct": interval.mean, "lo_pct": interval.lo, "hi_pct": interval.hi,
+            "significant": interval.significant}
+
+
+def _means(runs: Sequence[Mapping[str, float | int | None]]) -> dict[str, float | int | None]:
+    """Each metric's mean over the runs (the value itself for one run); None where a run leaves it undefined."""
+    means: dict[str, float | int | None] = {}
+    for m in METRICS:
+        values = [r[m] for r in runs]
+        means[m] = (None if any(v is None for v in values) else values[0] if len(values) == 1
+                    else math.fsum(values) / len(values))
+    return means
 
 
 def _values(summary: Mapping[str, Any]) -> dict[str, float | int | None]:
@@ -100,40 +177,68 @@ def _names(paths: Sequence[str | Path]) -> list[str]:
     return [stem if stems.count(stem) == 1 else str(path) for stem, path in zip(stems, paths, strict=True)]
 
 
-def compare_command(base: str, changes: Sequence[str | Path], sets: Sequence[str], *,
-                    table: bool) -> tuple[dict[str, Any], str]:
-    """The CLI's (result, title): the JSON comparison, or with `table` the same laid out for print_result."""
-    from infersim.progress import run_with_progress
+def compare_command(base: str, changes: Sequence[str | Path], sets: Sequence[str], *, table: bool,
+                    seeds: str | int | None = None, jobs: str | int | None = None) -> tuple[dict[str, Any], str]:
+    """The CLI's (result, title): the JSON comparison, or with `table` the same laid out for print_result.
 
+    `seeds` and `jobs` are the flags' text (None: not given); bad values are one-line ValueErrors."""
+    from infersim.progress import run_with_progress
+    from infersim.replicates import count_flag
+
+    n = count_flag("--seeds", seeds, DEFAULT_SEEDS)
+    workers = None if jobs is None else count_flag("--jobs", jobs, 1)
     base_scenario, loaded = load_changes(base, changes, sets)
-    result = compare(base_scenario, loaded, run=run_with_progress)
+    result = compare(base_scenario, loaded, run=run_with_progress, seeds=n, jobs=workers)
     result["sets"] = list(sets)
     title = f"infersim compare: {len(loaded)} change(s) on {base}"
+    if "seeds" in result:
+        title += f", {n} seed(s) each"
     return (table_layout(result) if table else result), title
 
 
 def table_layout(result: Mapping[str, Any]) -> dict[str, Any]:
-    """Tables of one row per metric and one column per change ('value (+d%)'), a few changes per table."""
+    """Tables of one row per metric and one column per change ('value (+d%)', with seeds 'value (+d% [lo, hi])'
+    and 'n.s.' where the interval covers zero), a few changes per table."""
     base_values = result["base"]["values"]
     layout: dict[str, Any] = {"base": result["base"]["name"], "sets": " ".join(result.get("sets", [])) or "-"}
+    seeded = "seeds" in result
+    if seeded:
+        from infersim.replicates import seed_text
+
+        layout["seeds"] = f"{seed_text(result['seeds'])} ({len(result['seeds'])} per configuration, paired)"
+        layout["delta"] = (f"mean of the per-seed % deltas [{result['confidence']:.0%} paired t interval]; n.s.: "
+                           "not significant, the interval covers 0")
+    per_table = SEEDED_CHANGES_PER_TABLE if seeded else CHANGES_PER_TABLE
     changes = result["changes"]
-    for start in range(0, len(changes), CHANGES_PER_TABLE):
-        group = changes[start:start + CHANGES_PER_TABLE]
+    for start in range(0, len(changes), per_table):
+        group = changes[start:start + per_table]
         rows = []
         for metric in result["metrics"]:
             row = {"metric": metric, "base": _shown(metric, base_values[metric])}
             for change in group:
                 shown = _shown(metric, change["values"][metric])
-                row[change["name"]] = ("cannot run" if "error" in change
-                                       else f"{shown} ({_signed(change['delta_pct'][metric])})")
+                delta = (_signed_ci(change["delta_ci"][metric]) if seeded and "error" not in change
+                         else _signed(change["delta_pct"][metric]))
+                row[change["name"]] = "cannot run" if "error" in change else f"{shown} ({delta})"
             rows.append(row)
         failed = [change for change in group if "error" in change]
         if failed:
             rows.append({"metric": "error", "base": "-",
                          **{c["name"]: c.get("error", "-") for c in group}})
-        last = min(start + CHANGES_PER_TABLE, len(changes))
-        layout[f"changes {start + 1}-{last} of {len(changes)}: value (delta vs base)"] = rows
+        last = min(start + per_table, len(changes))
+        what = "mean value (delta vs base)" if seeded else "value (delta vs base)"
+        layout[f"changes {start + 1}-{last} of {len(changes)}: {what}"] = rows
     return layout
+
+
+def _signed_ci(ci: Mapping[str, Any] | None) -> str:
+    """'+5.9% [-8.1, +19.9] n.s.', '-3.2% [-4.0, -2.4]'; without an interval (one seed) the mean delta alone."""
+    if ci is None:
+        return "-"
+    if ci["lo_pct"] is None:
+        return f"{ci['mean_pct']:+.1f}%"
+    verdict = "" if ci["significant"] else " n.s."
+    return f"{ci['mean_pct']:+.1f}% [{ci['lo_pct']:+.1f}, {ci['hi_pct']:+.1f}]{verdict}"
 
 
 def _shown(metric: str, value: float | int | None) -> str:
