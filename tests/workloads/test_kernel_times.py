@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
 from hwmodels.calibration import load_calibration
@@ -66,11 +66,13 @@ def test_attention_prefill_time_never_decreases_with_batch_or_context(seqs, q_le
 @given(seqs=st.integers(1, 256), context=st.integers(16, 300_000), grow=st.integers(1, 50_000),
        field=st.sampled_from(["seqs", "context"]), splits=st.sampled_from([1, 4, 16]), gpu=st.sampled_from(GPUS))
 def test_mla_decode_time_never_decreases_with_batch_or_context(seqs, context, grow, field, splits, gpu):
-    # Within 8%: the merge visits only the splits that hold rows, one dependent load each, and a longer history
-    # can fill fewer of them (641 rows fill 11 splits of 64 rows; 1025 rows fill 9 of 128), as the split-KV
-    # kernels cut it.
-    _assert_monotone(MlaDecode(seqs=seqs, context=context, heads=12, num_splits=splits, pad_heads_to=16),
-                     field, grow, gpu, slack=0.08)
+    # While the splits keep their rows. A longer history can fill fewer splits of longer rows (769 rows fill 13
+    # splits of 64; 1025 fill 9 of 128), as the split-KV kernels cut it, and the merge visits only the splits
+    # that hold rows, one dependent load each: there the time may fall (10 % at 769 -> 1025 on a B200).
+    kernel = MlaDecode(seqs=seqs, context=context, heads=12, num_splits=splits, pad_heads_to=16)
+    if field == "context":
+        assume(replace(kernel, context=context + grow).split_rows == kernel.split_rows)
+    _assert_monotone(kernel, field, grow, gpu)
 
 
 # The intra-chunk kernel asks 80 KiB of LDS (Kimi K3 study: 79.5 KiB on CDNA4): more than CDNA3's 64 KiB.
