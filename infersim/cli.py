@@ -196,6 +196,8 @@ def _parser() -> argparse.ArgumentParser:
     tp.add_argument("--step-times", default=None, metavar="CSV",
                     help="each trace's measured step time (columns trace, time_s_median), e.g. engine_step.csv")
     tp.add_argument("--html", default=None, metavar="FILE", help="also write a plotly page of the comparison")
+    tp.add_argument("--group-size", type=int, default=None, metavar="N",
+                    help="ranks of the traced collectives (default: the trace's GPUs when it holds several)")
     tp.add_argument("--json", action="store_true", help="print one JSON object")
     _cost_model_flag(tp)
 
@@ -308,7 +310,8 @@ def _dispatch(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     if args.command == "trace":
         from infersim.trace_queries import trace_predict_query
 
-        result = trace_predict_query(args.files, args.hw, args.calibration, args.step_times, args.html)
+        result = trace_predict_query(args.files, args.hw, args.calibration, args.step_times, args.html,
+                                     args.group_size)
         return result, f"Traces against the model on {args.hw}"
     if args.command == "calibrate":
         from infersim.trace_queries import calibrate_query

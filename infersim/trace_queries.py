@@ -21,17 +21,34 @@ import yaml
 TOP_UNMATCHED = 10
 
 
-def _load(files: Sequence[str], hw: str, calibration: str | None):
+def _load(files: Sequence[str], hw: str, calibration: str | None, group_size: int | None = None):
+    """Each trace predicted; collectives over `group_size` ranks of the GPU's node (None: each trace's own device
+    count when it holds more than one GPU, else collectives stay unpredicted)."""
     from hwmodels.calibration import load_calibration
-    from hwmodels.spec import load_gpu
+    from hwmodels.interconnect import build_fabric
+    from hwmodels.spec import load_gpu, load_platform
+    from infersim.collective_queries import platform_for
     from validation.profiler_traces import read_trace
     from validation.trace_predict import predict_trace
 
     if not files:
         raise ValueError("give at least one trace file")
+    if group_size is not None and group_size < 2:
+        raise ValueError(f"--group-size must be at least 2, got {group_size}")
     gpu = load_gpu(hw)
     calib = load_calibration(hw, calibration)
-    return [predict_trace(read_trace(f), gpu, calib) for f in files], calib
+    predictions = []
+    for f in files:
+        trace = read_trace(f)
+        ranks = group_size or (len(trace.devices()) if len(trace.devices()) > 1 else None)
+        fabric = None
+        if ranks is not None:
+            platform = load_platform(platform_for(hw, ranks))
+            if ranks > platform.gpus:
+                raise ValueError(f"--group-size {ranks}: {platform.name} has {platform.gpus} GPUs")
+            fabric = build_fabric(platform, gpu)
+        predictions.append(predict_trace(trace, gpu, calib, fabric, ranks))
+    return predictions, calib
 
 
 def read_step_times(path: str | None, files: Sequence[str]) -> list[float] | None:
@@ -103,14 +120,15 @@ def _unmatched_rows(predictions) -> list[dict[str, Any]]:
 
 
 def trace_predict_query(files: Sequence[str], hw: str, calibration: str | None = None,
-                        step_times: str | None = None, html: str | None = None) -> dict[str, Any]:
+                        step_times: str | None = None, html: str | None = None,
+                        group_size: int | None = None) -> dict[str, Any]:
     """Per trace and per family, the model's time against the traced; the unmatched kernels with their share."""
     measured = read_step_times(step_times, files)
     if html is not None:
         from infersim.outputs import check_trace_path
 
         check_trace_path(html)
-    predictions, calib = _load(files, hw, calibration)
+    predictions, calib = _load(files, hw, calibration, group_size)
     traces = [_trace_row(p, measured[i] if measured else None) for i, p in enumerate(predictions)]
     traced = sum(p.traced_s for p in predictions)
     result: dict[str, Any] = {

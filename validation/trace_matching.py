@@ -11,13 +11,21 @@ combine; a library's workspace fill) and maps each group to a kernel kind of `wo
   and split a BLAS picks on the GPU (`workloads.tiles.blas_gemm`);
 - `aten::_cudnn_attention_forward`, `_scaled_dot_product_{cudnn,flash,efficient}_attention`,
   `_flash_attention_forward`, `_efficient_attention_forward`: `AttentionPrefill`, q [B, H, Lq, D] against k
-  [B, Hkv, Lk, D] (the SDPA layout; [B, L, H, D] for the last two): Lk - Lq cached keys, causal when Lq > 1;
+  [B, Hkv, Lk, D] (the SDPA layout; [B, L, H, D] for the last two, or varlen [tokens, H, D] with the sequences'
+  offsets: B sequences of the mean lengths): Lk - Lq cached keys, causal when Lq > 1;
 - `aten::_fused_rms_norm`, `rms_norm`, `native_layer_norm`, `layer_norm`: `RmsNorm`, rows x the weight's length;
 - pointwise operators (`add`, `mul`, `neg`, `silu`, `cos`, ...; `copy_` between dtypes): `Elementwise` over the
   output's values, its inputs counted in units of the output;
 - `aten::copy_` within one dtype, `cat`, `index_select`, `embedding`, `index`, `gather`, `clone`, ...: `Copy` of
   the output's bytes;
-- `aten::fill_`, `zero_`: `Elementwise` with no inputs.
+- `aten::fill_`, `zero_`: `Elementwise` with no inputs;
+- vLLM's custom operators: `_C::rms_norm` (`RmsNorm`), `_C::fused_add_rms_norm` (`AddRmsNorm`),
+  `_C::silu_and_mul` (`Elementwise`, two inputs), `_C::rotary_embedding` (`Elementwise` over q and k, in place),
+  `_C_cache_ops::reshape_and_cache_flash` / `reshape_and_cache` / `concat_and_cache_mla` (`Copy` of the new keys
+  and values);
+- NCCL/RCCL collectives (`nccl:all_reduce`, `c10d::allreduce_`, `nccl:all_gather`, ...): a `Collective` of the
+  input tensor's bytes over the group (its size is not in the trace: the caller gives it, else the group stays
+  unpredicted).
 
 Kernels without an operator (a trace without shapes, a graph replay, Nsight or rocprof traces) match by name
 only to a family and are left unpredicted, with the reason; so is any operator the table does not hold.
@@ -36,8 +44,9 @@ from hwmodels.spec import GPU
 from validation.profiler_traces import TracedKernel
 from workloads import tiles
 from workloads.attention_kernels import AttentionPrefill
+from workloads.collectives import Collective, CollectiveOp
 from workloads.kernel_base import KernelKind
-from workloads.kernels import Copy, Elementwise, Gemm, RmsNorm
+from workloads.kernels import AddRmsNorm, Copy, Elementwise, Gemm, RmsNorm
 
 # Profiler dtype names -> infersim dtypes (PyTorch's c10 scalar type names as the profiler writes them)
 _DTYPES = {"c10::BFloat16": Dtype.BF16, "c10::Half": Dtype.FP16, "float": Dtype.FP32, "double": Dtype.FP32,
@@ -53,6 +62,19 @@ ATTENTION_OPS = {"aten::_cudnn_attention_forward", "aten::_scaled_dot_product_cu
 NORM_OPS = {"aten::_fused_rms_norm", "aten::rms_norm", "aten::native_layer_norm", "aten::layer_norm"}
 COPY_OPS = {"aten::cat", "aten::index_select", "aten::embedding", "aten::index", "aten::gather", "aten::clone",
             "aten::contiguous", "aten::index_put_", "aten::_index_put_impl_", "aten::slice_scatter", "aten::stack"}
+# vLLM's custom operators (csrc/torch_bindings.cpp, csrc/cache.h), by the argument order they are registered with
+VLLM_OPS = {"_C::rms_norm", "_C::fused_add_rms_norm", "_C::silu_and_mul", "_C::gelu_and_mul", "_C::rotary_embedding",
+            "_C_cache_ops::reshape_and_cache_flash", "_C_cache_ops::reshape_and_cache",
+            "_C_cache_ops::concat_and_cache_mla"}
+COLLECTIVE_OPS = {
+    "nccl:all_reduce": CollectiveOp.ALL_REDUCE, "c10d::allreduce_": CollectiveOp.ALL_REDUCE,
+    "nccl:all_gather": CollectiveOp.ALL_GATHER, "c10d::allgather_": CollectiveOp.ALL_GATHER,
+    "c10d::_allgather_base_": CollectiveOp.ALL_GATHER, "nccl:_all_gather_base": CollectiveOp.ALL_GATHER,
+    "nccl:reduce_scatter": CollectiveOp.REDUCE_SCATTER, "c10d::reduce_scatter_": CollectiveOp.REDUCE_SCATTER,
+    "c10d::_reduce_scatter_base_": CollectiveOp.REDUCE_SCATTER,
+    "nccl:_reduce_scatter_base": CollectiveOp.REDUCE_SCATTER,
+    "nccl:all_to_all": CollectiveOp.ALL_TO_ALL, "c10d::alltoall_": CollectiveOp.ALL_TO_ALL,
+    "c10d::alltoall_base_": CollectiveOp.ALL_TO_ALL}
 FILL_OPS = {"aten::fill_", "aten::zero_", "aten::zeros", "aten::ones", "aten::full"}
 # Pointwise operators: FP32 operations per output value (an assumption for the transcendental ones: a few)
 POINTWISE_OPS = {"aten::add": 1, "aten::add_": 1, "aten::sub": 1, "aten::mul": 1, "aten::mul_": 1, "aten::div": 1,
@@ -82,8 +104,9 @@ class KernelGroup:
 
     kernels: tuple[TracedKernel, ...]
     family: str  # an infersim family ("gemm", "norm", ...), "collective", or "unknown"
-    kernel: KernelKind | None  # the kind the model times; None when unmatched
+    kernel: KernelKind | None  # the kind the model times; None when unmatched or a collective
     reason: str = ""  # why unmatched
+    collective: Collective | None = None  # a collective the model times over the group's links
 
     @property
     def name(self) -> str:
@@ -95,7 +118,7 @@ class KernelGroup:
 
     @property
     def matched(self) -> bool:
-        return self.kernel is not None
+        return self.kernel is not None or self.collective is not None
 
 
 def family_of_name(name: str) -> str:
@@ -106,9 +129,9 @@ def family_of_name(name: str) -> str:
     return "unknown"
 
 
-def match_kernels(kernels: Sequence[TracedKernel], gpu: GPU) -> list[KernelGroup]:
+def match_kernels(kernels: Sequence[TracedKernel], gpu: GPU, group_size: int | None = None) -> list[KernelGroup]:
     """The kernels grouped by launching operator and mapped to kinds with the tiles a library picks on `gpu`
-    (`workloads.tiles`); order kept, every kernel in exactly one group."""
+    (`workloads.tiles`), collectives over `group_size` ranks; order kept, every kernel in exactly one group."""
     groups: list[list[TracedKernel]] = []
     for k in kernels:
         group = groups[-1] if groups else None
@@ -119,12 +142,14 @@ def match_kernels(kernels: Sequence[TracedKernel], gpu: GPU) -> list[KernelGroup
             group.append(k)
         else:
             groups.append([k])
-    return [_group(tuple(g), gpu) for g in groups]
+    return [_group(tuple(g), gpu, group_size) for g in groups]
 
 
-def _group(kernels: tuple[TracedKernel, ...], gpu: GPU) -> KernelGroup:
+def _group(kernels: tuple[TracedKernel, ...], gpu: GPU, group_size: int | None) -> KernelGroup:
     first = next((k for k in kernels if not _AUXILIARY.search(k.name)), kernels[0])
     family = family_of_name(first.name)
+    if first.op in COLLECTIVE_OPS and first.shapes is not None:
+        return _collective_group(kernels, first, group_size)
     if first.op is None or first.shapes is None:
         why = "no launching operator with shapes in the trace" if first.kind == "kernel" else f"a {first.kind}"
         return KernelGroup(kernels, family, None, why)
@@ -136,6 +161,22 @@ def _group(kernels: tuple[TracedKernel, ...], gpu: GPU) -> KernelGroup:
         return KernelGroup(kernels, family, None, f"no kind for {first.op}")
     kind_family = _kind_family(kind)
     return KernelGroup(kernels, kind_family, kind)
+
+
+def _collective_group(kernels: tuple[TracedKernel, ...], first: TracedKernel, group_size: int | None
+                      ) -> KernelGroup:
+    """A collective operator's kernels as the `Collective` each rank issues (what it contributes: the input of an
+    all-reduce, all-gather or all-to-all; the whole input of a reduce-scatter, its largest tensor)."""
+    if group_size is None or group_size < 2:
+        return KernelGroup(kernels, "collective", None, f"{first.op}: the group's size is not in the trace "
+                                                        "(give it: --group-size)")
+    tensors = _tensors(first.shapes or (), first.dtypes or ())
+    if not tensors:
+        return KernelGroup(kernels, "collective", None, f"{first.op}: no tensor shapes recorded")
+    op = COLLECTIVE_OPS[first.op]
+    sizes = [_numel(shape) * _bytes_per_value(dtype) for shape, dtype in tensors]
+    payload = max(sizes) if op is CollectiveOp.REDUCE_SCATTER else sizes[0]
+    return KernelGroup(kernels, "collective", None, collective=Collective(op, payload, group_size, first.op))
 
 
 def _kind_family(kind: KernelKind) -> str:
@@ -188,6 +229,8 @@ def kind_of(op: str, shapes: tuple, dtypes: tuple, gpu: GPU) -> KernelKind | Non
         (x, dtype), weight = tensors[0], tensors[1][0] if len(tensors) > 1 else None
         hidden = _numel(weight) if weight else x[-1]
         return RmsNorm(tokens=max(1, _numel(x) // hidden), hidden=hidden, dtype=_dtype(dtype))
+    if op in VLLM_OPS:
+        return _vllm_kind(op, tensors)
     if not tensors:
         return None
     out_shape = _broadcast([s for s, _ in tensors])
@@ -209,6 +252,26 @@ def kind_of(op: str, shapes: tuple, dtypes: tuple, gpu: GPU) -> KernelKind | Non
     return None
 
 
+def _vllm_kind(op: str, tensors: list[tuple[tuple, str | None]]) -> KernelKind:
+    """A vLLM custom operator's kind from its tensors, in the order vLLM registers its arguments."""
+    if op == "_C::rms_norm":  # (out, input, weight, epsilon)
+        (x, dtype), (weight, _) = tensors[1], tensors[2]
+        return RmsNorm(tokens=max(1, _numel(x) // _numel(weight)), hidden=_numel(weight), dtype=_dtype(dtype))
+    if op == "_C::fused_add_rms_norm":  # (input, residual, weight, epsilon)
+        (x, dtype), (weight, _) = tensors[0], tensors[2]
+        return AddRmsNorm(tokens=max(1, _numel(x) // _numel(weight)), hidden=_numel(weight), dtype=_dtype(dtype))
+    if op in ("_C::silu_and_mul", "_C::gelu_and_mul"):  # (out, input): out = act(input[:d]) * input[d:]
+        out, dtype = tensors[0]
+        return Elementwise(elements=_numel(out), inputs=2, ops_per_element=4, dtype=_dtype(dtype))
+    if op == "_C::rotary_embedding":  # (positions, query, key, head_size, cos_sin_cache, is_neox): in place
+        values = sum(_numel(shape) for shape, _ in tensors[1:3])
+        return Elementwise(elements=values, inputs=1, ops_per_element=3, dtype=_dtype(tensors[1][1]))
+    # reshape_and_cache(_flash)(key, value, key_cache, value_cache, slot_mapping, ...); concat_and_cache_mla(kv_c,
+    # k_pe, kv_cache, slot_mapping, ...): the new tokens' rows, written once into the paged cache
+    news = tensors[:2]
+    return Copy(size_bytes=max(1, round(sum(_numel(s) * _bytes_per_value(t) for s, t in news))))
+
+
 def _gemm(op: str, tensors: list[tuple[tuple, str | None]]) -> Gemm:
     if op == "aten::addmm":
         tensors = tensors[1:]  # (bias, a, b)
@@ -225,7 +288,13 @@ def _gemm(op: str, tensors: list[tuple[tuple, str | None]]) -> Gemm:
 
 def _attention(op: str, tensors: list[tuple[tuple, str | None]]) -> AttentionPrefill:
     (q, q_type), (key, _) = tensors[0], tensors[1]
-    if op in ("aten::_flash_attention_forward", "aten::_efficient_attention_forward"):
+    if op in ("aten::_flash_attention_forward", "aten::_efficient_attention_forward") and len(q) == 3:
+        # varlen: [tokens, H, D] with the sequences' offsets (cu_seqlens, B + 1 values) after q, k and v
+        offsets = next((s for s, _ in tensors[3:] if len(s) == 1 and s[0] > 1), None)
+        b = offsets[0] - 1 if offsets else 1
+        (tq, h, d), (tk, hkv, _) = q, key
+        lq, lk = max(1, tq // b), max(1, tk // b)
+    elif op in ("aten::_flash_attention_forward", "aten::_efficient_attention_forward"):
         b, lq, h, d = q  # [B, L, H, D]
         _, lk, hkv, _ = key
     else:  # scaled_dot_product_*: [B, H, L, D]

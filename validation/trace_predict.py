@@ -22,8 +22,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from hwmodels.calibration import DEFAULT, Calibration
+from hwmodels.interconnect import Fabric
 from hwmodels.roofline import Bound, LaunchMode, kernel_time, launch_overhead_s
 from hwmodels.spec import GPU
+from simulator.cost.collective_policy import collective_time
 from simulator.cost.workgroup_des import dispatch_s
 from validation.profiler_traces import Trace
 from validation.trace_matching import KernelGroup, match_kernels
@@ -138,19 +140,29 @@ def kind_busy_s(kind: KernelKind, gpu: GPU, calib: Calibration) -> tuple[float, 
     return total, bound
 
 
-def predict_trace(trace: Trace, gpu: GPU, calib: Calibration) -> TracePrediction:
-    """Every kernel group of the trace with the model's time on `gpu` under `calib`."""
+def predict_trace(trace: Trace, gpu: GPU, calib: Calibration, fabric: Fabric | None = None,
+                  group_size: int | None = None) -> TracePrediction:
+    """Every kernel group of the trace with the model's time on `gpu` under `calib`; collectives over
+    `group_size` ranks on `fabric` (without them, collectives stay unpredicted)."""
     memo: dict[KernelKind, tuple[float, str]] = {}  # a step repeats its shapes layer after layer
+    node_s = launch_overhead_s(gpu, calib, LaunchMode.GRAPH)
 
     def predicted(group: KernelGroup) -> GroupPrediction:
+        if group.collective is not None and fabric is not None:
+            # the collective's time less one launch: a profiler's kernel starts when the kernel does
+            t = collective_time(group.collective, fabric, gpu, calib, mode=LaunchMode.GRAPH).time_s
+            return GroupPrediction(group, max(t - node_s, 0.0), "latency")
         if group.kernel is None:
+            if group.collective is not None:
+                group = dataclasses.replace(group, collective=None, reason="a collective needs the platform's "
+                                                                          "links")
             return GroupPrediction(group, None)
         if group.kernel not in memo:
             memo[group.kernel] = kind_busy_s(group.kernel, gpu, calib)
         return GroupPrediction(group, *memo[group.kernel])
 
-    groups = tuple(predicted(g) for g in match_kernels(trace.kernels, gpu))
-    return TracePrediction(trace, gpu.name, groups, launch_overhead_s(gpu, calib, LaunchMode.GRAPH))
+    groups = tuple(predicted(g) for g in match_kernels(trace.kernels, gpu, group_size))
+    return TracePrediction(trace, gpu.name, groups, node_s)
 
 
 class TraceCalibrator:

@@ -145,3 +145,36 @@ def test_committed_engine_step_trace_is_matched_and_predicted(h200):
     gemms = [g for g in p.groups if g.group.family == "gemm"]
     assert len(gemms) == 4 * 64 + 1  # qkv, o, gate_up, down per layer, and the LM head
     assert abs(p.predicted_step_s / rows[name] - 1) < 0.15
+
+
+def test_vllm_operators_varlen_attention_and_collectives(h200):
+    gpu, calib = h200
+    assert kind_of("_C::rms_norm", ((16, 5120), (16, 5120), (5120,), ()), (BF, BF, BF, "double"), gpu) == \
+        RmsNorm(tokens=16, hidden=5120)
+    fused = kind_of("_C::fused_add_rms_norm", ((16, 5120), (16, 5120), (5120,), ()), (BF, BF, BF, "double"), gpu)
+    assert (fused.tokens, fused.hidden, fused.fused) == (16, 5120, True)
+    act = kind_of("_C::silu_and_mul", ((16, 12800), (16, 25600)), (BF, BF), gpu)
+    assert act == Elementwise(elements=16 * 12800, inputs=2, ops_per_element=4)
+    rope = kind_of("_C::rotary_embedding", ((16,), (16, 8192), (16, 1024), (), (40960, 128), ()),
+                   ("long int", BF, BF, "long int", BF, "bool"), gpu)
+    assert rope.elements == 16 * (8192 + 1024) and rope.inputs == 1
+    cache = kind_of("_C_cache_ops::reshape_and_cache_flash", ((16, 8, 128), (16, 8, 128), (900, 16, 8, 128),
+                                                              (900, 16, 8, 128), (16,)), (BF,) * 4 + ("long int",), gpu)
+    assert cache == Copy(size_bytes=2 * 16 * 8 * 128 * 2)
+    # varlen: 16 sequences (17 offsets) of one query against 256 keys each
+    varlen = kind_of("aten::_flash_attention_forward", ((16, 32, 128), (4096, 8, 128), (4096, 8, 128), (17,), (17,)),
+                     (BF,) * 3 + ("int", "int"), gpu)
+    assert (varlen.seqs, varlen.q_len, varlen.heads, varlen.kv_heads, varlen.cached) == (16, 1, 32, 8, 255)
+    # a collective: unpredicted without the group's size; with it, timed on the GPU's node
+    nccl = _k("ncclDevKernel_AllReduce_Sum_bf16_RING_LL", "nccl:all_reduce", ((16, 5120),), (BF,), dur=40e-6)
+    (alone,) = match_kernels([nccl], gpu)
+    assert alone.family == "collective" and not alone.matched and "--group-size" in alone.reason
+    (grouped,) = match_kernels([nccl], gpu, group_size=8)
+    assert grouped.collective.payload_bytes == 16 * 5120 * 2 and grouped.collective.group_size == 8
+    from hwmodels.interconnect import build_fabric
+    from hwmodels.spec import load_platform
+
+    fabric = build_fabric(load_platform("h200-8"), gpu)
+    p = predict_trace(Trace("c", "kineto", (nccl,)), gpu, calib, fabric, group_size=8)
+    assert p.groups[0].predicted_s > 0 and p.unmatched_share == 0
+    assert predict_trace(Trace("c", "kineto", (nccl,)), gpu, calib).unmatched_share == 1.0
