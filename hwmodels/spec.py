@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -10,7 +11,7 @@ from functools import cache
 from pathlib import Path
 
 from hwmodels.dtypes import Dtype
-from hwmodels.specfile import FieldError, SpecError, load_record, read_yaml
+from hwmodels.specfile import FieldError, SpecError, load_record, ranged, read_yaml
 
 SPEC_DIR = Path(__file__).parent / "specs"
 
@@ -157,12 +158,16 @@ class Platform:
     name: str
     description: str
     gpu: str
-    gpus: int
+    # assumption: above NVIDIA's announced 576-GPU NVLink domain; the committed platforms have 2 to 8
+    gpus: int = ranged(2, 1024, "assumption: no scale-up domain has more than 1,024 GPUs")
     topology: Topology
-    links_per_gpu: int
-    link_bandwidth_bytes_per_s: float  # one link, one direction, line rate
+    # assumption: 18 NVLink links per B200/H200 GPU [S9] and 7 xGMI links per MI355X are the most committed
+    links_per_gpu: int = ranged(1, 1024, "assumption: at most 1,024 links per GPU")
+    # one link, one direction, line rate; assumption: NVLink 5 is 50 GB/s a link [S9], 10 TB/s is far above it
+    link_bandwidth_bytes_per_s: float = ranged(1e6, 1e13, "assumption: a link carries 1 MB/s to 10 TB/s")
     link_efficiency: float  # usable fraction of line rate after protocol overhead
-    link_latency_s: float
+    # assumption: a hop takes ~1 us (h200-8.yaml); 1 ns to 1 s leaves room without an endless simulation
+    link_latency_s: float = ranged(1e-9, 1.0, "assumption: a link hop takes 1 ns to 1 s")
     peer_load_latency_s: float  # an SM's dependent load from a peer GPU's memory, round trip
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
@@ -194,10 +199,10 @@ def _resolve(kind: str, name_or_path: str | Path) -> Path:
     if candidate.suffix in (".yaml", ".yml"):
         return candidate
     path = SPEC_DIR / kind / f"{str(name_or_path).lower()}.yaml"
-    if not path.exists():
+    if str(name_or_path).lower() not in spec_names(kind):
         valid = ", ".join(spec_names(kind))
         noun = "GPU" if kind == "gpus" else "platform"
-        raise SpecError(name_or_path, "<name>", f"unknown {noun} (valid: {valid})")
+        raise SpecError(str(name_or_path)[:80], "<name>", f"unknown {noun} (valid: {valid})")
     return path
 
 
@@ -210,9 +215,12 @@ def load_gpu(name_or_path: str | Path) -> GPU:
 
 @cache
 def load_platform(name_or_path: str | Path) -> Platform:
-    """A platform by name (`mi355x-8`) or from a YAML file path; its GPU must exist."""
+    """A platform by name (`mi355x-8`) or from a YAML file path; its GPU, a name or a spec file, must exist."""
     path = _resolve("platforms", name_or_path)
     platform = load_record(Platform, read_yaml(path), path)
+    gpu = Path(platform.gpu)
+    if gpu.suffix in (".yaml", ".yml"):  # a GPU spec file, relative to the platform file's folder
+        return dataclasses.replace(platform, gpu=str(gpu if gpu.is_absolute() else path.parent / gpu))
     if platform.gpu not in spec_names("gpus"):
         raise SpecError(path, "gpu", f"unknown GPU {platform.gpu!r} (valid: {', '.join(spec_names('gpus'))})")
     return platform

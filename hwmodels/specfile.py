@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
+import math
 import types
 import typing
 from collections.abc import Mapping
+from dataclasses import dataclass
 from enum import Enum
 from pathlib import Path
 from typing import Any, TypeVar
@@ -25,18 +27,159 @@ class SpecError(ValueError):
         super().__init__(f"{path}: {key}: {problem}")
 
 
-def read_yaml(path: Path) -> Any:
-    """Parse a YAML file with the safe loader; a syntax error names the file and line."""
+# Limits of every YAML file read (scenario, overlay, `--set` value, spec, model, calibration). Assumption: the
+# largest committed file is a few kB and a few hundred keys, nested five deep; these leave ample room for
+# hand-written files and stop alias bombs (each alias counts the nodes it expands to), deep nesting (the
+# composer recurses once per level) and files that take minutes to parse.
+YAML_MAX_BYTES = 10_000_000
+YAML_MAX_DEPTH = 64
+YAML_MAX_NODES = 20_000
+
+
+class YamlError(ValueError):
+    """A YAML text that cannot be read; the message names the file (or key) and the line."""
+
+
+class _BoundedLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, with nesting depth and expanded node count bounded while composing."""
+
+    def __init__(self, stream: str):
+        super().__init__(stream)
+        self.depth = 0
+        self.nodes = 0
+
+    def _count(self, nodes: int, mark: Any) -> None:
+        self.nodes += nodes
+        if self.nodes > YAML_MAX_NODES:
+            raise yaml.YAMLError(_Limit(f"more than {YAML_MAX_NODES} values (aliases counted expanded)", mark))
+
+    def compose_node(self, parent: Any, index: Any) -> Any:
+        if self.check_event(yaml.AliasEvent):
+            event = self.peek_event()
+            target = self.anchors.get(event.anchor)
+            self._count(getattr(target, "expanded", 1), event.start_mark)
+            return super().compose_node(parent, index)
+        mark = self.peek_event().start_mark
+        self.depth += 1
+        if self.depth > YAML_MAX_DEPTH:
+            raise yaml.YAMLError(_Limit(f"nested more than {YAML_MAX_DEPTH} levels deep", mark))
+        before = self.nodes
+        try:
+            node = super().compose_node(parent, index)
+        finally:
+            self.depth -= 1
+        self._count(1, mark)
+        node.expanded = self.nodes - before
+        return node
+
+
+class _Limit:
+    """A limit hit while composing, shaped like a PyYAML error (problem and problem_mark)."""
+
+    def __init__(self, problem: str, mark: Any):
+        self.problem, self.problem_mark = problem, mark
+
+
+def parse_yaml(text: str | bytes, where: str | Path) -> Any:
+    """YAML text (from file or key `where`) with the safe loader and the limits above; every error names `where`
+    and, where known, the line."""
+    if len(text) > YAML_MAX_BYTES:
+        raise YamlError(f"{where}: larger than {YAML_MAX_BYTES} bytes")
+    if isinstance(text, bytes):
+        try:
+            text = text.decode("utf-8-sig")
+        except UnicodeDecodeError as err:
+            raise YamlError(f"{where}: not UTF-8 text (byte {err.start}: {err.reason})") from None
+    loader = _BoundedLoader(text)
     try:
-        text = path.read_text()
-    except OSError as err:
-        raise SpecError(path, "<file>", f"cannot read: {err.strerror}") from None
-    try:
-        return yaml.safe_load(text)
+        return loader.get_single_data()
     except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark is not None else "<file>"
-        raise SpecError(path, where, f"malformed YAML: {getattr(err, 'problem', err)}") from None
+        detail = err.args[0] if err.args and isinstance(err.args[0], _Limit) else err
+        mark = getattr(detail, "problem_mark", None)
+        line = f"line {mark.line + 1}: " if mark is not None else ""
+        problem = getattr(detail, "problem", None) or str(detail)
+        raise YamlError(f"{where}: {line}malformed YAML: {problem}") from None
+    except (ValueError, OverflowError, RecursionError) as err:  # a scalar PyYAML cannot construct (a date, an int)
+        raise YamlError(f"{where}: malformed YAML: {type(err).__name__}: {err}"[:300]) from None
+    finally:
+        loader.dispose()
+
+
+def read_yaml_file(path: str | Path) -> Any:
+    """A YAML file's value through `parse_yaml`; a file that cannot be read is named with the reason."""
+    path = Path(path)
+    try:
+        if path.stat().st_size > YAML_MAX_BYTES:
+            raise YamlError(f"{path}: larger than {YAML_MAX_BYTES} bytes")
+        data = path.read_bytes()
+    except OSError as err:
+        raise YamlError(f"{path}: cannot read: {err.strerror or err}") from None
+    return parse_yaml(data, path)
+
+
+def read_yaml(path: Path) -> Any:
+    """Parse a spec YAML file with the bounded safe loader; an error names the file and line."""
+    try:
+        return read_yaml_file(path)
+    except YamlError as err:
+        text = str(err)
+        rest = text[len(str(path)) + 2:] if text.startswith(f"{path}: ") else text
+        key, sep, problem = rest.partition(": ")
+        if not (sep and key.startswith("line ")):
+            key, problem = "<file>", rest
+        raise SpecError(path, key, problem) from None
+
+
+@dataclass(frozen=True)
+class Range:
+    """The valid values of a number field, inclusive, with where the bounds come from."""
+
+    low: float
+    high: float
+    why: str
+
+    def problem(self, value: Any) -> str | None:
+        """None if `value` (a number) lies in the range, else the one-line reason."""
+        if isinstance(value, float) and not math.isfinite(value):
+            return f"must be a finite number, got {value} (valid: {self.low:g}..{self.high:g})"
+        if not self.low <= value <= self.high:
+            return f"{shown(value)} is out of range (valid: {self.low:g}..{self.high:g}; {self.why})"
+        return None
+
+
+def shown(value: Any) -> str:
+    """A number as an error message shows it: short, even for an integer of thousands of digits."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+        return f"an integer of {value.bit_length()} bits (~{float(value):.3g})" if value.bit_length() < 1000 else \
+            f"an integer of {value.bit_length()} bits"
+    return f"{value:.6g}" if isinstance(value, float) else repr(value)
+
+
+def ranged(low: float, high: float, why: str, default: Any = dataclasses.MISSING) -> Any:
+    """A dataclass field whose loaders (`load_record`, the scenario's `build`) check it against [low, high]."""
+    return dataclasses.field(default=default, metadata={"range": Range(low, high, why)})
+
+
+# Numbers of spec files without a range of their own. Assumption: no node-level quantity in SI units (FLOP/s,
+# bytes, bytes/s, Hz, seconds, counts) reaches 1e18 (the largest today, B300 FP4 dense, is ~1.5e16 FLOP/s), and no
+# count of a spec needs more than 32 bits.
+SPEC_FLOAT_RANGE = Range(0, 1e18, "assumption: no spec quantity in SI units reaches 1e18")
+SPEC_INT_RANGE = Range(0, 2**31 - 1, "assumption: no spec count needs more than 32 bits")
+
+
+def range_problem(f: dataclasses.Field, value: Any, default: Range | None = None) -> str | None:
+    """Why `value` of field `f` (a number, or a tuple or mapping of numbers) is out of the field's range, or None."""
+    bound = f.metadata.get("range", default)
+    if bound is None:
+        return None
+    items = value if isinstance(value, tuple) else value.values() if isinstance(value, Mapping) else (value,)
+    for item in items:
+        if _is_number(item):
+            use = bound if f.metadata.get("range") or isinstance(item, float) else SPEC_INT_RANGE
+            problem = use.problem(item)
+            if problem:
+                return problem
+    return None
 
 
 def _is_number(value: Any) -> bool:
@@ -59,6 +202,8 @@ def read_sourced(path: Path, key: str, raw: Any, *, nullable: bool = False) -> t
         if isinstance(value, str) and "e" in value.lower():
             hint = " (YAML 1.1 reads 2.8e12 as text: write 2.8e+12)"
         raise SpecError(path, key, f"value must be a number, got {value!r}{hint}")
+    if (isinstance(value, int) and abs(value) > 1e300) or (isinstance(value, float) and not math.isfinite(value)):
+        raise SpecError(path, key, f"value must be a finite number, got {shown(value)}")
     if value < 0:
         raise SpecError(path, key, f"value must not be negative, got {value}")
     return float(value), source
@@ -85,7 +230,7 @@ def _convert(path: Path, key: str, hint: Any, raw: Any, factor: float, sources: 
         return raw
     if typing.get_origin(inner) is tuple:
         value = raw.get("value") if isinstance(raw, Mapping) else None
-        if not isinstance(value, list) or not all(_is_number(v) and v >= 0 for v in value):
+        if not isinstance(value, list) or not all(_is_number(v) and math.isfinite(v) and v >= 0 for v in value):
             raise SpecError(path, key, "must be {value: [non-negative numbers], source: \"...\"}")
         read_sourced(path, key, {**raw, "value": 0})
         sources[key] = raw["source"]
@@ -118,6 +263,8 @@ def _convert(path: Path, key: str, hint: Any, raw: Any, factor: float, sources: 
         if value is None:
             return None
         value *= factor
+        if not math.isfinite(value):
+            raise SpecError(path, key, f"value must be a finite number, got {raw['value']!r} ({value} in SI)")
         if inner is int:
             if value != round(value):
                 raise SpecError(path, key, f"must be a whole number, got {value}")
@@ -149,6 +296,9 @@ def _load_fields(cls: type[T], raw: Any, path: Path, prefix: str, sources: dict[
         if name in values:
             raise SpecError(path, f"{prefix}{key}", f"sets {name!r} a second time under another unit")
         values[name] = _convert(path, f"{prefix}{key}", hints[name], item, factor, sources)
+        problem = range_problem(fields[name], values[name], SPEC_FLOAT_RANGE)
+        if problem:
+            raise SpecError(path, f"{prefix}{key}", problem)
     missing = [
         _primary_spelling(n) for n, f in fields.items()
         if n not in values and f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING

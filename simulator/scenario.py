@@ -17,13 +17,19 @@ from enum import Enum
 from pathlib import Path
 from typing import Any
 
-import yaml
-
-from hwmodels.specfile import FieldError
+from hwmodels.specfile import FieldError, YamlError, parse_yaml, range_problem, ranged, read_yaml_file, shown
 from workloads.deployment import KernelOptions
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 MAX_DRAFTS = 64
+# Ranges of the scenario's numbers, checked by `build` with the key path (hwmodels/specfile.py: ranged).
+GPUS = "a platform has at most 1,024 GPUs (hwmodels/spec.py Platform.gpus)"
+MAX_TOKENS = 10_000_000
+TOKENS = "assumption: no model's context reaches 10M tokens (the longest published are ~1M-10M)"
+MAX_REQUESTS = 10_000_000
+REQUESTS = "assumption: 10M requests; the memory estimate (stream_bytes) bounds it further"
+MAX_STREAM_BYTES = 8e9  # assumption: a request stream larger than 8 GB is a typo, not a study
+ROW_BYTES = 512
 DEFAULT_SCENARIO = SCENARIO_DIR / "default.yaml"
 
 
@@ -54,14 +60,6 @@ class ModelChoice:
     name: str = "kimi-k3"  # a catalog model (workloads/models)
 
 
-def _at_least(section: object, minimum: float, *names: str) -> None:
-    """Range checks of a section's fields, run when it is built: errors carry the key they name."""
-    for name in names:
-        value = getattr(section, name)
-        if value < minimum:
-            raise FieldError(name, f"must be at least {minimum}, got {value}")
-
-
 def _within(section: object, name: str, low: float, high: float) -> None:
     value = getattr(section, name)
     if not low <= value <= high:
@@ -70,51 +68,51 @@ def _within(section: object, name: str, low: float, high: float) -> None:
 
 @dataclass(frozen=True)
 class Parallel:
-    tp: int = 8
-    dcp: int = 1
-    ep: int = 1
-
-    def __post_init__(self) -> None:
-        _at_least(self, 1, "tp", "dcp", "ep")
+    tp: int = ranged(1, 1024, GPUS, 8)
+    dcp: int = ranged(1, 1024, GPUS, 1)
+    ep: int = ranged(1, 1024, GPUS, 1)
 
 
 @dataclass(frozen=True)
 class Serving:
-    max_num_seqs: int = 64  # vLLM --max-num-seqs
-    max_num_batched_tokens: int = 8192  # vLLM --max-num-batched-tokens (token budget per step)
-    gpu_memory_utilization: float = 0.9
-    max_concurrency: int = 0  # vllm bench serve --max-concurrency (0: no cap)
-    max_model_len: int = 262144  # vLLM --max-model-len: longer requests (prompt + output) are rejected
-
-    def __post_init__(self) -> None:
-        _at_least(self, 1, "max_num_seqs", "max_num_batched_tokens", "max_model_len")
-        _within(self, "gpu_memory_utilization", 0.01, 1.0)
+    # vLLM --max-num-seqs
+    max_num_seqs: int = ranged(1, 65536, "assumption: a batch of 65,536 sequences is far past any GPU's KV", 64)
+    # vLLM --max-num-batched-tokens (token budget per step)
+    max_num_batched_tokens: int = ranged(1, MAX_TOKENS, TOKENS, 8192)
+    gpu_memory_utilization: float = ranged(0.01, 1.0, "a fraction of HBM, as vLLM's --gpu-memory-utilization", 0.9)
+    # vllm bench serve --max-concurrency (0: no cap)
+    max_concurrency: int = ranged(0, MAX_REQUESTS, REQUESTS, 0)
+    # vLLM --max-model-len: longer requests (prompt + output) are rejected
+    max_model_len: int = ranged(1, MAX_TOKENS, TOKENS, 262144)
 
 
 @dataclass(frozen=True)
 class Cache:
-    block_tokens: int = 16
+    # vLLM's block sizes are 1 to 256 tokens; assumption: a page past 65,536 tokens is no page
+    block_tokens: int = ranged(1, 65536, "assumption: vLLM pages are 1 to 256 tokens; 65,536 leaves room", 16)
     prefix_caching: bool = True
-    host_offload_gb_per_gpu: float = 0.0  # host DRAM tier per GPU (0: no offload)
+    # host DRAM tier per GPU (0: no offload)
+    host_offload_gb_per_gpu: float = ranged(0.0, 100_000.0, "assumption: no host has 100 TB of DRAM per GPU", 0.0)
     offload_overlap: bool = True  # host copies overlap compute (False: they add to the step)
-    kda_checkpoint_interval: int = 2048  # tokens between saved KDA states (Kimi K3 study, mechanism 2)
+    # tokens between saved KDA states (Kimi K3 study, mechanism 2)
+    kda_checkpoint_interval: int = ranged(1, MAX_TOKENS, TOKENS, 2048)
     align_kda_checkpoints: bool = False  # save KDA state with each MLA block so resume points agree
-
-    def __post_init__(self) -> None:
-        _at_least(self, 1, "block_tokens", "kda_checkpoint_interval")
 
 
 @dataclass(frozen=True)
 class SpecDecode:
-    drafts: int = 0  # draft tokens per cycle (0: off)
-    acceptance_rates: tuple[float, ...] = ()  # unconditional per-position rates r_1..r_k
-    acceptance_alpha: float = 0.0  # geometric per-token acceptance (used when rates are empty)
-    mean_tokens_per_cycle: float = 0.0  # vLLM's synthetic minimum-variance schedule (used when > 0)
+    # draft tokens per cycle (0: off)
+    drafts: int = ranged(0, MAX_DRAFTS, "assumption: no drafter proposes more than 64; vLLM's recipes use 1 to 7", 0)
+    # unconditional per-position rates r_1..r_k
+    acceptance_rates: tuple[float, ...] = ranged(0.0, 1.0, "a probability", ())
+    # geometric per-token acceptance (used when rates are empty)
+    acceptance_alpha: float = ranged(0.0, 1.0, "a probability", 0.0)
+    # vLLM's synthetic minimum-variance schedule (used when > 0)
+    mean_tokens_per_cycle: float = ranged(0.0, MAX_DRAFTS + 1, "at most drafts + 1 tokens a cycle", 0.0)
 
     def __post_init__(self) -> None:
-        # Assumption: no drafter proposes more than 64 tokens a cycle (vLLM's recipes use 1 to 7).
-        _within(self, "drafts", 0, MAX_DRAFTS)
-        _within(self, "acceptance_alpha", 0.0, 1.0)
+        if len(self.acceptance_rates) > MAX_DRAFTS:
+            raise FieldError("acceptance_rates", f"{len(self.acceptance_rates)} rates (valid: at most {MAX_DRAFTS})")
         if self.drafts and self.mean_tokens_per_cycle:
             _within(self, "mean_tokens_per_cycle", 1.0, self.drafts + 1)
 
@@ -127,23 +125,25 @@ class Collectives:
 @dataclass(frozen=True)
 class Workload:
     kind: WorkloadKind = WorkloadKind.AGENTIC
-    seed: int = 0
-    sessions: int = 64  # agentic sessions
-    turns_mean: float = 40.0
-    num_prompts: int = 256  # random workload
-    input_len: int = 4096
-    output_len: int = 10
-    range_ratio: float = 0.0
+    seed: int = ranged(0, 2**64 - 1, "numpy's SeedSequence takes any 64-bit seed", 0)
+    sessions: int = ranged(1, MAX_REQUESTS, REQUESTS, 64)  # agentic sessions
+    # geometric turns per session; workloads/traces.py AgenticConfig caps a session at 400 turns
+    turns_mean: float = ranged(1.0, 400.0, "AgenticConfig.max_turns is 400", 40.0)
+    num_prompts: int = ranged(1, MAX_REQUESTS, REQUESTS, 256)  # random workload
+    input_len: int = ranged(1, MAX_TOKENS, TOKENS, 4096)
+    output_len: int = ranged(1, MAX_TOKENS, TOKENS, 10)
+    range_ratio: float = ranged(0.0, 0.999, "vllm bench serve's --random-range-ratio lies in [0, 1)", 0.0)
     arrival: ArrivalKind = ArrivalKind.POISSON
-    rate_per_s: float = 0.5  # sessions per second (agentic) or requests per second (random)
-    burstiness: float = 1.0  # poisson arrivals' gap shape, as vllm bench serve --burstiness (1: exponential)
+    # sessions per second (agentic) or requests per second (random)
+    rate_per_s: float = ranged(0.0, 1e9, "assumption: no stream arrives faster than 1e9 a second", 0.5)
+    # poisson arrivals' gap shape, as vllm bench serve --burstiness (1: exponential)
+    burstiness: float = ranged(1e-6, 1e6, "assumption: gamma shapes outside 1e-6..1e6 draw no useful gaps", 1.0)
     trace_path: str = ""
     trace_format: str = ""  # mooncake, azure or csv
-    duration_s: float = 0.0  # stop admitting new requests after this simulated time (0: run the stream out)
+    # stop admitting new requests after this simulated time (0: run the stream out)
+    duration_s: float = ranged(0.0, 1e9, "assumption: no run simulates past 1e9 s (~32 years)", 0.0)
 
     def __post_init__(self) -> None:
-        _at_least(self, 1, "sessions", "num_prompts", "input_len", "output_len")
-        _within(self, "range_ratio", 0.0, 0.999)
         if self.arrival in (ArrivalKind.POISSON, ArrivalKind.FIXED) and self.rate_per_s <= 0:
             raise FieldError("rate_per_s", f"must be positive for {self.arrival.value} arrivals, got {self.rate_per_s}")
         if not 0 < self.burstiness < math.inf:
@@ -153,7 +153,8 @@ class Workload:
 
 @dataclass(frozen=True)
 class Cost:
-    usd_per_gpu_hour: float = 0.0  # 0: the GPU spec's TCO
+    # 0: the GPU spec's TCO
+    usd_per_gpu_hour: float = ranged(0.0, 1e6, "assumption: no GPU costs a million dollars an hour", 0.0)
     model: str = "cycle"  # how kernels are timed: "cycle" (workgroup programs) or "roofline" (the older floor)
 
     def __post_init__(self) -> None:
@@ -178,6 +179,27 @@ class Scenario:
     workload: Workload = field(default_factory=Workload)
     cost: Cost = field(default_factory=Cost)
 
+    def __post_init__(self) -> None:
+        needed = stream_bytes(self.workload, self.cache.block_tokens)
+        if needed > MAX_STREAM_BYTES:
+            key = "workload.sessions" if self.workload.kind is WorkloadKind.AGENTIC else "workload.num_prompts"
+            raise FieldError(key, f"the request stream would take ~{needed / 1e9:.3g} GB of memory (valid: at most "
+                                  f"{MAX_STREAM_BYTES / 1e9:g} GB, assumption: a laptop's share; fewer requests, "
+                                  "shorter prompts or larger cache.block_tokens)")
+
+
+def stream_bytes(w: Workload, block_tokens: int) -> float:
+    """Estimated memory of a workload's request stream and its result rows, in bytes (0 for a trace: its file
+    size bounds it). Per request: its columns and result rows (assumption: ~512 bytes) and an 8-byte hash per
+    full block of its prompt; an agentic prompt averages ~60k tokens (workloads/traces.py AgenticConfig)."""
+    if w.kind is WorkloadKind.AGENTIC:
+        requests, prompt = w.sessions * w.turns_mean, 60_000
+    elif w.kind is WorkloadKind.RANDOM:
+        requests, prompt = w.num_prompts, w.input_len * (1 + w.range_ratio)
+    else:
+        return 0.0
+    return requests * (ROW_BYTES + 8 * prompt / block_tokens)
+
 
 def _convert(cls_hint: Any, raw: Any, key: str) -> Any:
     hint = cls_hint
@@ -190,7 +212,7 @@ def _convert(cls_hint: Any, raw: Any, key: str) -> Any:
             return hint(raw.lower() if isinstance(raw, str) else raw)
         except ValueError:
             choices = ", ".join(str(m.value) for m in hint)
-            raise ScenarioError(f"{key}: {raw!r} is not one of {choices}") from None
+            raise ScenarioError(f"{key}: {_short(raw)} is not one of {choices}") from None
     origin = typing.get_origin(hint)
     if origin in (dict, Mapping):
         if not isinstance(raw, Mapping):
@@ -198,30 +220,42 @@ def _convert(cls_hint: Any, raw: Any, key: str) -> Any:
         return types.MappingProxyType({str(k): str(v) for k, v in raw.items()})
     if origin is tuple:
         if not isinstance(raw, list | tuple) or not all(isinstance(v, int | float) and not isinstance(v, bool)
-                                                         for v in raw):
-            raise ScenarioError(f"{key}: expected a list of numbers, got {raw!r}")
+                                                         and math.isfinite(v) for v in raw):
+            raise ScenarioError(f"{key}: expected a list of finite numbers, got {str(raw)[:80]}")
         return tuple(float(v) for v in raw)
     if hint is bool:
         if not isinstance(raw, bool):
-            raise ScenarioError(f"{key}: expected true or false, got {raw!r}")
+            raise ScenarioError(f"{key}: expected true or false, got {_short(raw)}")
         return raw
+    if hint in (int, float) and isinstance(raw, str):
+        try:
+            float(raw)
+        except ValueError:
+            pass
+        else:
+            raise ScenarioError(f"{key}: expected a number, got the text {_short(raw)} (YAML 1.1 reads 2.8e12 as text: "
+                                "write 2.8e+12)")
     if hint is int:
         if isinstance(raw, bool) or not isinstance(raw, int):
-            raise ScenarioError(f"{key}: expected a whole number, got {raw!r}")
-        if raw < 0:
-            raise ScenarioError(f"{key}: must not be negative, got {raw}")
+            raise ScenarioError(f"{key}: expected a whole number, got {_short(raw)}")
         return raw
     if hint is float:
-        if isinstance(raw, bool) or not isinstance(raw, int | float):
-            raise ScenarioError(f"{key}: expected a number, got {raw!r}")
-        if raw < 0:
-            raise ScenarioError(f"{key}: must not be negative, got {raw}")
+        if isinstance(raw, bool) or not isinstance(raw, int | float) or not math.isfinite(raw):
+            raise ScenarioError(f"{key}: expected a finite number, got {_short(raw)}")
         return float(raw)
     if hint is str:
         if not isinstance(raw, str):
-            raise ScenarioError(f"{key}: expected text, got {raw!r}")
+            raise ScenarioError(f"{key}: expected text, got {_short(raw)}")
         return raw
     raise TypeError(f"unsupported scenario field type {hint!r} at {key}")  # a programming error
+
+
+def _short(raw: Any) -> str:
+    """A value as an error shows it: one line, at most 80 characters."""
+    if isinstance(raw, int) and not isinstance(raw, bool) and raw.bit_length() > 64:
+        return shown(raw)
+    text = repr(raw).replace("\n", " ")
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def build(cls: type, raw: Any, prefix: str = "") -> Any:
@@ -236,12 +270,16 @@ def build(cls: type, raw: Any, prefix: str = "") -> Any:
     values = {}
     for key, value in raw.items():
         if key not in fields:
-            raise ScenarioError(f"{where}: unknown key {key!r} (valid keys: {', '.join(fields)})")
-        values[key] = _convert(hints[key], value, f"{prefix}.{key}" if prefix else str(key))
+            raise ScenarioError(f"{where}: unknown key {_short(key)} (valid keys: {', '.join(fields)})")
+        path = f"{prefix}.{key}" if prefix else str(key)
+        values[key] = _convert(hints[key], value, path)
+        problem = range_problem(fields[key], values[key])
+        if problem:
+            raise ScenarioError(f"{path}: {problem}")
     try:
         return cls(**values)
     except FieldError as err:
-        raise ScenarioError(f"{where}.{err.key}: {err}") from None
+        raise ScenarioError(f"{prefix + '.' if prefix else ''}{err.key}: {err}") from None
     except ValueError as err:
         raise ScenarioError(f"{where}: {err}") from None
 
@@ -257,22 +295,30 @@ def deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str,
     return merged
 
 
+# The keys that name files: a relative path in a scenario or overlay file is taken from that file's folder.
+PATH_KEYS = (("hardware", "platform"), ("model", "name"), ("workload", "trace_path"))
+
+
 def read_scenario_file(path: str | Path) -> dict[str, Any]:
-    """A scenario or overlay file, parsed with the safe loader; errors name the file and line."""
+    """A scenario or overlay file, parsed with the bounded safe loader; errors name the file and line. Relative
+    spec paths (`*.yaml`) and trace paths in it are made relative to the file's folder."""
     path = Path(path)
     try:
-        raw = yaml.safe_load(path.read_text())
-    except OSError as err:
-        raise ScenarioError(f"{path}: cannot read: {err.strerror}") from None
-    except yaml.YAMLError as err:
-        mark = getattr(err, "problem_mark", None)
-        line = f"line {mark.line + 1}: " if mark is not None else ""
-        raise ScenarioError(f"{path}: {line}malformed YAML: {getattr(err, 'problem', err)}") from None
+        raw = read_yaml_file(path)
+    except YamlError as err:
+        raise ScenarioError(str(err)) from None
     if raw is None:
         return {}
     if not isinstance(raw, Mapping):
         raise ScenarioError(f"{path}: a scenario is a mapping of sections, got {type(raw).__name__}")
-    return dict(raw)
+    raw = dict(raw)
+    for section, key in PATH_KEYS:
+        value = raw.get(section, {}).get(key) if isinstance(raw.get(section), Mapping) else None
+        if not isinstance(value, str) or not value or Path(value).is_absolute():
+            continue
+        if key == "trace_path" or Path(value).suffix in (".yaml", ".yml"):
+            raw[section] = {**raw[section], key: str(path.parent / value)}
+    return raw
 
 
 def parse_set(items: list[str]) -> dict[str, Any]:
@@ -282,7 +328,10 @@ def parse_set(items: list[str]) -> dict[str, Any]:
         key, sep, text = item.partition("=")
         if not sep or not key:
             raise ScenarioError(f"--set {item!r}: expected SECTION.KEY=VALUE")
-        value = yaml.safe_load(text) if text else ""
+        try:
+            value = parse_yaml(text, f"--set {key[:80]}") if text else ""
+        except YamlError as err:
+            raise ScenarioError(str(err)) from None
         node = overlay
         parts = key.split(".")
         for part in parts[:-1]:
@@ -300,8 +349,9 @@ def kernel_options(pairs: list[str]) -> KernelOptions:
 
 
 def load_scenario(path: str | Path | None = None, overlays: list[str | Path] = (), sets: list[str] = ()) -> Scenario:
-    """The default scenario (or `path`), with overlay files and `--set` pairs merged on top, in order."""
-    raw = read_scenario_file(path or DEFAULT_SCENARIO)
+    """The default scenario (or `path`; an empty one is the default), with overlay files and `--set` pairs merged
+    on top, in order."""
+    raw = read_scenario_file(path or DEFAULT_SCENARIO) or read_scenario_file(DEFAULT_SCENARIO)
     for overlay in overlays:
         raw = deep_merge(raw, read_scenario_file(overlay))
     raw = deep_merge(raw, parse_set(list(sets)))

@@ -9,7 +9,7 @@ from types import MappingProxyType
 from hwmodels.dtypes import Dtype
 from hwmodels.roofline import LaunchMode
 from hwmodels.spec import GPU
-from hwmodels.specfile import FieldError
+from hwmodels.specfile import FieldError, ranged
 from workloads.model import Mixer, ModelSpec, Part
 
 
@@ -17,14 +17,18 @@ from workloads.model import Mixer, ModelSpec, Part
 class KernelOptions:
     """The switches of the Kimi K3 study's mechanisms, by its numbers; defaults are the 'before' state of each."""
 
-    mla_pad_heads_to: int = 0  # mechanism 5: pad query heads (0: no padding)
-    mla_num_splits: int = 1  # mechanism 5: split-KV partitions per request (1: one workgroup per request)
-    kda_verify_tile_cols: int = 32  # mechanism 7: value columns per verify workgroup
+    # mechanism 5: pad query heads (0: no padding)
+    mla_pad_heads_to: int = ranged(0, 4096, "the model's heads are at most 4,096 (workloads/model.py)", 0)
+    # mechanism 5: split-KV partitions per request (1: one workgroup per request)
+    mla_num_splits: int = ranged(1, 4096, "assumption: no split-KV past 4,096 partitions", 1)
+    # mechanism 7: value columns per verify workgroup
+    kda_verify_tile_cols: int = ranged(1, 4096, "KDA head_dim is at most 4,096 (workloads/model.py)", 32)
     kda_prefill_grouped_scan: bool = False  # mechanism 6: chunk summaries + ordered scan + parallel replay
     kda_decode_fused: bool = False  # mechanism 4: one kernel instead of 3 kernels + 2 output copies
     attnres_norm_fused: bool = False  # mechanism 4: AttnRes mixing and RMSNorm in one kernel
     dispatcher_copies: bool = True  # mechanism 4: one useless packing copy per KDA layer per step
-    dispatcher_copy_bytes: int = 1792  # Kimi K3 study: each of the 69 copies moves 1,792 bytes
+    # Kimi K3 study: each of the 69 copies moves 1,792 bytes
+    dispatcher_copy_bytes: int = ranged(0, 10**9, "assumption: a packing copy moves under 1 GB", 1792)
     moe_output_dedup: bool = False  # mechanism 3: each rank projects only its own output coordinates
     moe_row_only_weights: bool = False  # mechanism 3: load only the routed-output rows a rank uses
     launch: LaunchMode = LaunchMode.GRAPH  # decode steps replay captured graphs in vLLM and SGLang

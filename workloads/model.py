@@ -9,9 +9,19 @@ from functools import cache
 from pathlib import Path
 
 from hwmodels.dtypes import Dtype
-from hwmodels.specfile import FieldError, SpecError, load_record, read_yaml
+from hwmodels.specfile import FieldError, SpecError, load_record, ranged, read_yaml
 
 MODEL_DIR = Path(__file__).parent / "models"
+
+# Ranges of the architecture numbers, checked when a model file is loaded. Assumptions, each well above the
+# largest published model (hwmodels/specs/SOURCES.md): 126 layers (Llama 3.1 405B), 128 query heads
+# (DeepSeek-V3, Kimi K2), 384 routed experts (Kimi K2), head widths of 256, a 256k vocabulary, a hidden width of
+# 16,384; the upper bounds keep a hostile file from a loop over 1e30 layers or an array of 1e308 experts.
+LAYERS = "assumption: the deepest published LLM has 126 layers"
+HEADS = "assumption: published models have at most 128 heads"
+WIDTH = "assumption: published head and rank widths are at most 1,536"
+EXPERTS = "assumption: published MoE models have at most 384 routed experts"
+SIZE = "assumption: published hidden and MLP widths are at most ~53,248"
 
 
 class Mixer(Enum):
@@ -36,15 +46,16 @@ class Part(Enum):
 class Gqa:
     """Grouped-query attention; q_lora_rank > 0 factors the query projection (0: full rank)."""
 
-    heads: int
-    kv_heads: int
-    head_dim: int
+    heads: int = ranged(1, 4096, HEADS)
+    kv_heads: int = ranged(1, 4096, HEADS)
+    head_dim: int = ranged(1, 4096, WIDTH)
     qkv_bias: bool = False
-    q_lora_rank: int = 0
-    o_lora_rank: int = 0  # 0: full-rank output projection; else grouped low rank (DeepSeek-V4)
-    o_groups: int = 1
-    indexer_heads: int = 0  # DeepSeek sparse-attention indexer: query heads of width indexer_head_dim
-    indexer_head_dim: int = 0
+    q_lora_rank: int = ranged(0, 65536, WIDTH, 0)
+    o_lora_rank: int = ranged(0, 65536, WIDTH, 0)  # 0: full-rank output projection; else grouped low rank (DeepSeek-V4)
+    o_groups: int = ranged(1, 4096, HEADS, 1)
+    # DeepSeek sparse-attention indexer: query heads of width indexer_head_dim
+    indexer_heads: int = ranged(0, 4096, HEADS, 0)
+    indexer_head_dim: int = ranged(0, 4096, WIDTH, 0)
     qk_norm: bool = False  # an RMSNorm over each head of q and of k before RoPE (Qwen3)
 
     def __post_init__(self) -> None:
@@ -56,12 +67,12 @@ class Gqa:
 class Mla:
     """Multi-head latent attention: a compressed KV latent of kv_lora_rank plus a shared RoPE key."""
 
-    heads: int
-    q_lora_rank: int  # 0: full-rank query projection
-    kv_lora_rank: int
-    qk_nope_head_dim: int
-    qk_rope_head_dim: int
-    v_head_dim: int
+    heads: int = ranged(1, 4096, HEADS)
+    q_lora_rank: int = ranged(0, 65536, WIDTH)  # 0: full-rank query projection
+    kv_lora_rank: int = ranged(1, 65536, WIDTH)
+    qk_nope_head_dim: int = ranged(0, 4096, WIDTH)
+    qk_rope_head_dim: int = ranged(0, 4096, WIDTH)
+    v_head_dim: int = ranged(1, 4096, WIDTH)
     output_gate: bool = False
 
     @property
@@ -74,9 +85,9 @@ class Mla:
 class Kda:
     """Kimi Delta Attention: a fixed-size K x V fp32 state per head, short convolutions on q, k, v."""
 
-    heads: int
-    head_dim: int
-    conv_kernel: int
+    heads: int = ranged(1, 4096, HEADS)
+    head_dim: int = ranged(1, 4096, WIDTH)
+    conv_kernel: int = ranged(1, 1024, "assumption: KDA's short convolutions are 4 taps wide")
     full_rank_gate: bool = False  # True: the decay gate projects hidden -> heads*K directly
 
     @property
@@ -89,12 +100,13 @@ class Kda:
 class Moe:
     """Routed experts (optionally in a latent width), shared experts, and leading dense layers."""
 
-    experts: int
-    top_k: int
-    shared_experts: int
-    expert_intermediate_size: int
-    dense_layers: int  # the first layers use a dense MLP instead (first_k_dense_replace)
-    latent_size: int = 0  # 0: experts work in the hidden width; else a latent (Kimi K3 "latent MoE")
+    experts: int = ranged(1, 65536, EXPERTS)
+    top_k: int = ranged(1, 65536, EXPERTS)
+    shared_experts: int = ranged(0, 65536, EXPERTS)
+    expert_intermediate_size: int = ranged(1, 10**7, SIZE)
+    dense_layers: int = ranged(0, 1000, LAYERS)  # the first layers use a dense MLP instead (first_k_dense_replace)
+    # 0: experts work in the hidden width; else a latent (Kimi K3 "latent MoE")
+    latent_size: int = ranged(0, 10**7, SIZE, 0)
 
     def __post_init__(self) -> None:
         if not 0 < self.top_k <= self.experts:
@@ -108,20 +120,21 @@ class ModelSpec:
     name: str
     description: str
     provisional: bool  # True: found only in third-party copies, not verified against the vendor
-    hidden_size: int
-    layers: int
-    vocab_size: int
+    hidden_size: int = ranged(1, 10**7, SIZE)
+    layers: int = ranged(1, 1000, LAYERS)
+    vocab_size: int = ranged(1, 10**8, "assumption: published vocabularies have at most ~256k tokens")
     tie_word_embeddings: bool
-    published_params: float
+    published_params: float = ranged(0, 1e16, "assumption: the largest published models have ~2e12 parameters")
     weights: Mapping[Part, Dtype]
     kv_cache: Dtype
-    intermediate_size: int = 0  # dense MLP width (all layers of a dense model; MoE models' dense_layers)
+    # dense MLP width (all layers of a dense model; MoE models' dense_layers)
+    intermediate_size: int = ranged(0, 10**7, SIZE, 0)
     gqa: Gqa | None = None
     mla: Mla | None = None
     kda: Kda | None = None
     moe: Moe | None = None
     mla_layers: tuple[int, ...] = ()  # 1-based layers that use MLA when the model mixes MLA and KDA
-    attnres_block_size: int = 0  # 0: plain residual; else AttnRes blocks of this many layers
+    attnres_block_size: int = ranged(0, 1000, LAYERS, 0)  # 0: plain residual; else AttnRes blocks of this many layers
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -176,6 +189,6 @@ def load_model(name_or_path: str | Path) -> ModelSpec:
         path = candidate
     else:
         path = MODEL_DIR / f"{str(name_or_path).lower()}.yaml"
-        if not path.exists():
-            raise SpecError(name_or_path, "<name>", f"unknown model (valid: {', '.join(model_names())})")
+        if str(name_or_path).lower() not in model_names():
+            raise SpecError(str(name_or_path)[:80], "<name>", f"unknown model (valid: {', '.join(model_names())})")
     return load_record(ModelSpec, read_yaml(path), path)

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from datetime import UTC, datetime, timedelta
 from enum import Enum
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -25,40 +26,80 @@ from workloads.traces import DEFAULT_BLOCK_TOKENS, RequestStream, mix_hash
 MOONCAKE_BLOCK_TOKENS = 512  # tokens per Mooncake hash_id (checked on the FAST25 release files)
 _MOONCAKE_TAG = 0x4D4F4F4E  # "MOON": keeps derived hashes apart from the synthetic streams' key space
 _EPOCH = datetime(1970, 1, 1)
+# Bounds of trace input. Assumptions: a Mooncake line holds at most ~20k hash ids (10M tokens / 512), well under
+# 1 MB; a CSV field is at most the csv module's default 131,072 characters; 10M requests and 10M tokens a request
+# match the scenario's bounds (simulator/scenario.py); arrival and think times within 1e10 s (~317 years) of the
+# trace's start.
+MAX_LINE_CHARS = 1_000_000
+MAX_ROWS = 10_000_000
+MAX_TOKENS = 10_000_000
+MAX_SECONDS = 1e10
+
+
+class TraceError(ValueError):
+    """A trace file that cannot be read; the message names the file and, where known, the line."""
 
 
 def _fail(path: Path, line: int, problem: str) -> ValueError:
     """The one error shape for bad trace input: file, 1-based line and what is wrong."""
-    return ValueError(f"{path}: line {line}: {problem}")
+    return TraceError(f"{path}: line {line}: {problem}")
 
 
-def _integer(path: Path, line: int, name: str, value: object, minimum: int) -> int:
+def _shown(value: object) -> str:
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+def _integer(path: Path, line: int, name: str, value: object, minimum: int, maximum: int = MAX_TOKENS) -> int:
     """An integer field >= minimum; JSON numbers like 12.0 pass, strings must spell an integer."""
     if isinstance(value, str):
         try:
-            value = int(value)
+            value = int(value) if len(value) <= 40 else value
         except ValueError:
-            raise _fail(path, line, f"{name} must be an integer, got {value!r}") from None
-    elif isinstance(value, float) and value.is_integer():
+            raise _fail(path, line, f"{name} must be an integer, got {_shown(value)}") from None
+    elif isinstance(value, float) and value.is_integer() and abs(value) <= maximum:
         value = int(value)
     if isinstance(value, bool) or not isinstance(value, int):
-        raise _fail(path, line, f"{name} must be an integer, got {value!r}")
+        raise _fail(path, line, f"{name} must be an integer in {minimum}..{maximum}, got {_shown(value)}")
     if value < minimum:
-        raise _fail(path, line, f"{name} must be >= {minimum}, got {value}")
+        raise _fail(path, line, f"{name} must be >= {minimum}, got {_shown(value)}")
+    if value > maximum:
+        raise _fail(path, line, f"{name} must be <= {maximum} (assumption: trace bounds), got {_shown(value)}")
     return value
 
 
-def _real(path: Path, line: int, name: str, value: object, minimum: float | None = None) -> float:
-    """A finite number field (JSON's NaN and Infinity are rejected), optionally >= minimum."""
+def _real(path: Path, line: int, name: str, value: object, minimum: float | None = None,
+          maximum: float = MAX_SECONDS) -> float:
+    """A finite number field (JSON's NaN and Infinity are rejected) in [minimum, maximum]."""
     try:
         number = float(value) if isinstance(value, str | int | float) and not isinstance(value, bool) else math.nan
     except (ValueError, OverflowError):
         number = math.nan
     if not math.isfinite(number):
-        raise _fail(path, line, f"{name} must be a finite number, got {value!r}")
+        raise _fail(path, line, f"{name} must be a finite number, got {_shown(value)}")
     if minimum is not None and number < minimum:
-        raise _fail(path, line, f"{name} must be >= {minimum}, got {value!r}")
+        raise _fail(path, line, f"{name} must be >= {minimum}, got {_shown(value)}")
+    if abs(number) > maximum:
+        raise _fail(path, line, f"{name} must be within {maximum:g} (assumption: ~317 years), got {_shown(value)}")
     return number
+
+
+def _lines(path: Path, stream: object) -> Iterator[tuple[int, str]]:
+    """(1-based line number, text) of a text stream, each line at most MAX_LINE_CHARS and at most MAX_ROWS lines."""
+    line_no = 0
+    while True:
+        line_no += 1
+        try:
+            text = stream.readline(MAX_LINE_CHARS + 1)
+        except UnicodeDecodeError as err:
+            raise _fail(path, line_no, f"not UTF-8 text ({err.reason})") from None
+        if not text:
+            return
+        if len(text) > MAX_LINE_CHARS and not text.endswith("\n"):
+            raise _fail(path, line_no, f"longer than {MAX_LINE_CHARS} characters")
+        if line_no > MAX_ROWS:
+            raise _fail(path, line_no, f"more than {MAX_ROWS} lines (assumption: 10M requests at most)")
+        yield line_no, text
 
 
 def _stream(path: Path, arrival_s: list[float], prompt: list[int], output: list[int], *, block_tokens: int,
@@ -67,7 +108,7 @@ def _stream(path: Path, arrival_s: list[float], prompt: list[int], output: list[
     """Assemble columns read in file order into a stream sorted (stably) by arrival."""
     n = len(arrival_s)
     if n == 0:
-        raise ValueError(f"{path}: the trace has no requests")
+        raise TraceError(f"{path}: the trace has no requests")
     counts = np.zeros(n, dtype=np.int64) if counts is None else counts
     starts = np.zeros(n, dtype=np.int64)
     np.cumsum(counts[:-1], out=starts[1:])
@@ -115,14 +156,18 @@ def read_mooncake(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS,
     output: list[int] = []
     ids: list[int] = []
     id_counts: list[int] = []
-    with path.open(encoding="utf-8") as lines:
-        for line_no, text in enumerate(lines, start=1):
+    with _open(path, "utf-8") as lines:
+        for line_no, text in _lines(path, lines):
             if not text.strip():
                 continue
             try:
                 record = json.loads(text)
             except json.JSONDecodeError as err:
                 raise _fail(path, line_no, f"not valid JSON ({err.msg})") from None
+            except RecursionError:
+                raise _fail(path, line_no, "not valid JSON (nested too deeply)") from None
+            except ValueError as err:  # a number of more digits than Python converts
+                raise _fail(path, line_no, f"not valid JSON ({str(err)[:80]})") from None
             if not isinstance(record, dict):
                 raise _fail(path, line_no, f"expected a JSON object, got {type(record).__name__}")
             for key in ("timestamp", "input_length", "output_length", "hash_ids"):
@@ -138,9 +183,9 @@ def read_mooncake(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS,
                 raise _fail(path, line_no, f"{len(hash_ids)} hash_ids for {prompt[-1]} tokens "
                                            f"(at most one per {trace_block_tokens}-token block)")
             for h in hash_ids:
-                ids.append(_integer(path, line_no, "each of hash_ids", h, 0))
+                ids.append(_integer(path, line_no, "each of hash_ids", h, 0, 2**64 - 1))
                 if ids[-1] >= 2**64:
-                    raise _fail(path, line_no, f"hash_ids must be below 2**64, got {h}")
+                    raise _fail(path, line_no, f"hash_ids must be below 2**64, got {_shown(h)}")
             id_counts.append(len(hash_ids))
     hashed = np.minimum(np.asarray(prompt, dtype=np.int64) // block_tokens, np.asarray(id_counts) * per_id)
     pool = _mooncake_hashes(ids, id_counts, hashed, per_id) if prompt else None
@@ -151,24 +196,41 @@ def read_mooncake(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS,
 
 def _csv_rows(path: Path, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> Iterator[tuple[int, dict]]:
     """(line number, row as a dict) of a CSV whose header has all required columns and only known ones."""
-    with path.open(encoding="utf-8-sig", newline="") as stream:
-        reader = csv.reader(stream)
-        header = next(reader, None)
-        if header is None:
-            raise ValueError(f"{path}: the trace has no requests (empty file)")
-        columns = [name.strip() for name in header]
-        missing = [name for name in required if name not in columns]
-        unknown = [name for name in columns if name not in required + optional]
-        if missing or unknown or len(set(columns)) != len(columns):
-            expected = ",".join(required) + (f" (optional: {','.join(optional)})" if optional else "")
-            raise _fail(path, 1, f"unexpected columns {columns} (missing {missing}, unknown {unknown}); "
-                                 f"expected {expected}")
-        for row in reader:
-            if not row or not any(cell.strip() for cell in row):
-                continue
-            if len(row) != len(columns):
-                raise _fail(path, reader.line_num, f"expected {len(columns)} fields, got {len(row)}")
-            yield reader.line_num, dict(zip(columns, (cell.strip() for cell in row), strict=True))
+    with _open(path, "utf-8-sig", newline="") as stream:
+        reader = csv.reader(text for _, text in _lines(path, stream))
+        try:
+            yield from _csv_checked(path, reader, required, optional)
+        except csv.Error as err:
+            raise _fail(path, max(reader.line_num, 1), f"not a CSV row ({err})") from None
+
+
+def _open(path: Path, encoding: str, newline: str | None = None) -> Any:
+    """A trace file opened as text; a file that cannot be opened is named with the reason."""
+    try:
+        return path.open(encoding=encoding, newline=newline)
+    except OSError as err:
+        raise TraceError(f"{str(path)[:200]}: cannot read: {err.strerror or err}") from None
+
+
+def _csv_checked(path: Path, reader: Any, required: tuple[str, ...],
+                 optional: tuple[str, ...]) -> Iterator[tuple[int, dict]]:
+    """The rows of `_csv_rows`, from an open reader."""
+    header = next(reader, None)
+    if header is None:
+        raise TraceError(f"{path}: the trace has no requests (empty file)")
+    columns = [name.strip() for name in header]
+    missing = [name for name in required if name not in columns]
+    unknown = [name for name in columns if name not in required + optional]
+    if missing or unknown or len(set(columns)) != len(columns):
+        expected = ",".join(required) + (f" (optional: {','.join(optional)})" if optional else "")
+        raise _fail(path, 1, f"unexpected columns {_shown(columns)} (missing {missing}, unknown {_shown(unknown)}); "
+                             f"expected {expected}")
+    for row in reader:
+        if not row or not any(cell.strip() for cell in row):
+            continue
+        if len(row) != len(columns):
+            raise _fail(path, reader.line_num, f"expected {len(columns)} fields, got {len(row)}")
+        yield reader.line_num, dict(zip(columns, (cell.strip() for cell in row), strict=True))
 
 
 def _azure_ticks(path: Path, line: int, text: str) -> int:
@@ -224,8 +286,8 @@ def read_csv_trace(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS) -
         columns["prompt"].append(_integer(path, line, "prompt_tokens", row["prompt_tokens"], 1))
         columns["output"].append(_integer(path, line, "output_tokens", row["output_tokens"], 0))
         if with_sessions:
-            columns["session"].append(_integer(path, line, "session_id", row["session_id"], 0))
-            columns["turn"].append(_integer(path, line, "turn", row["turn"], 0))
+            columns["session"].append(_integer(path, line, "session_id", row["session_id"], 0, MAX_ROWS))
+            columns["turn"].append(_integer(path, line, "turn", row["turn"], 0, MAX_ROWS))
         if "think_time_s" in row:
             columns["think"].append(_real(path, line, "think_time_s", row["think_time_s"], 0.0))
     return _stream(path, columns["arrival_s"], columns["prompt"], columns["output"], block_tokens=block_tokens,
