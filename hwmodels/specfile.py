@@ -90,19 +90,21 @@ def parse_yaml(text: str | bytes, where: str | Path) -> Any:
             text = text.decode("utf-8-sig")
         except UnicodeDecodeError as err:
             raise YamlError(f"{where}: not UTF-8 text (byte {err.start}: {err.reason})") from None
-    loader = _BoundedLoader(text)
+    loader = None
     try:
+        loader = _BoundedLoader(text)  # the reader rejects non-printable characters here
         return loader.get_single_data()
     except yaml.YAMLError as err:
         detail = err.args[0] if err.args and isinstance(err.args[0], _Limit) else err
         mark = getattr(detail, "problem_mark", None)
         line = f"line {mark.line + 1}: " if mark is not None else ""
-        problem = getattr(detail, "problem", None) or str(detail)
-        raise YamlError(f"{where}: {line}malformed YAML: {problem}") from None
+        problem = getattr(detail, "problem", None) or getattr(detail, "reason", None) or str(detail)
+        raise YamlError(" ".join(f"{where}: {line}malformed YAML: {problem}".split())) from None
     except (ValueError, OverflowError, RecursionError) as err:  # a scalar PyYAML cannot construct (a date, an int)
-        raise YamlError(f"{where}: malformed YAML: {type(err).__name__}: {err}"[:300]) from None
+        raise YamlError(" ".join(f"{where}: malformed YAML: {type(err).__name__}: {err}".split())[:300]) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
 
 
 def read_yaml_file(path: str | Path) -> Any:
@@ -150,8 +152,10 @@ class Range:
 def shown(value: Any) -> str:
     """A number as an error message shows it: short, even for an integer of thousands of digits."""
     if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
-        return f"an integer of {value.bit_length()} bits (~{float(value):.3g})" if value.bit_length() < 1000 else \
-            f"an integer of {value.bit_length()} bits"
+        try:
+            return f"{float(value):.6g}"
+        except OverflowError:
+            return f"an integer of {value.bit_length()} bits"
     return f"{value:.6g}" if isinstance(value, float) else repr(value)
 
 

@@ -13,7 +13,7 @@ from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
+from hwmodels.specfile import YamlError, parse_yaml
 
 MAX_VALUES = 100_000  # values of one key: a typo like 0..10000000 is an error, not an hour of expansion
 MAX_POINTS = 1_000_000  # points of a whole grid
@@ -49,7 +49,10 @@ def parse_axis(spec: str) -> Axis:
             raise GridError(f"--grid {spec!r}: more than {MAX_VALUES:,} values")
     seen: dict[tuple[bool, Any], str] = {}
     for text in texts:
-        value = yaml.safe_load(text)
+        try:
+            value = parse_yaml(text, f"--grid {key[:80]}")
+        except YamlError as err:
+            raise GridError(str(err)) from None
         marker = (isinstance(value, bool), value if isinstance(value, int | float | str | bool) else text)
         if marker in seen:
             raise GridError(f"--grid {spec!r}: the value {text} is given twice"

@@ -229,12 +229,12 @@ def _convert(cls_hint: Any, raw: Any, key: str) -> Any:
         return raw
     if hint in (int, float) and isinstance(raw, str):
         try:
-            float(raw)
+            number = float(raw)
         except ValueError:
             pass
         else:
-            raise ScenarioError(f"{key}: expected a number, got the text {_short(raw)} (YAML 1.1 reads 2.8e12 as text: "
-                                "write 2.8e+12)")
+            raise ScenarioError(f"{key}: expected a number, got the text {_short(raw)} (YAML 1.1 reads an exponent "
+                                f"without a dot and sign as text: write {number:.1e})")
     if hint is int:
         if isinstance(raw, bool) or not isinstance(raw, int):
             raise ScenarioError(f"{key}: expected a whole number, got {_short(raw)}")

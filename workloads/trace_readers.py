@@ -84,19 +84,21 @@ def _real(path: Path, line: int, name: str, value: object, minimum: float | None
     return number
 
 
-def _lines(path: Path, stream: object) -> Iterator[tuple[int, str]]:
-    """(1-based line number, text) of a text stream, each line at most MAX_LINE_CHARS and at most MAX_ROWS lines."""
+def _lines(path: Path, stream: Any) -> Iterator[tuple[int, str]]:
+    """(1-based line number, text) of a binary stream read as UTF-8 (a leading byte order mark dropped), each line
+    at most MAX_LINE_CHARS bytes and at most MAX_ROWS lines."""
     line_no = 0
     while True:
         line_no += 1
-        try:
-            text = stream.readline(MAX_LINE_CHARS + 1)
-        except UnicodeDecodeError as err:
-            raise _fail(path, line_no, f"not UTF-8 text ({err.reason})") from None
-        if not text:
+        data = stream.readline(MAX_LINE_CHARS + 1)
+        if not data:
             return
-        if len(text) > MAX_LINE_CHARS and not text.endswith("\n"):
-            raise _fail(path, line_no, f"longer than {MAX_LINE_CHARS} characters")
+        if len(data) > MAX_LINE_CHARS and not data.endswith(b"\n"):
+            raise _fail(path, line_no, f"longer than {MAX_LINE_CHARS} bytes")
+        try:
+            text = data.decode("utf-8-sig" if line_no == 1 else "utf-8")
+        except UnicodeDecodeError as err:
+            raise _fail(path, line_no, f"not UTF-8 text (byte {err.start + 1}: {err.reason})") from None
         if line_no > MAX_ROWS:
             raise _fail(path, line_no, f"more than {MAX_ROWS} lines (assumption: 10M requests at most)")
         yield line_no, text
@@ -156,7 +158,7 @@ def read_mooncake(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS,
     output: list[int] = []
     ids: list[int] = []
     id_counts: list[int] = []
-    with _open(path, "utf-8") as lines:
+    with _open(path) as lines:
         for line_no, text in _lines(path, lines):
             if not text.strip():
                 continue
@@ -196,7 +198,7 @@ def read_mooncake(path: str | Path, block_tokens: int = DEFAULT_BLOCK_TOKENS,
 
 def _csv_rows(path: Path, required: tuple[str, ...], optional: tuple[str, ...] = ()) -> Iterator[tuple[int, dict]]:
     """(line number, row as a dict) of a CSV whose header has all required columns and only known ones."""
-    with _open(path, "utf-8-sig", newline="") as stream:
+    with _open(path) as stream:
         reader = csv.reader(text for _, text in _lines(path, stream))
         try:
             yield from _csv_checked(path, reader, required, optional)
@@ -204,10 +206,10 @@ def _csv_rows(path: Path, required: tuple[str, ...], optional: tuple[str, ...] =
             raise _fail(path, max(reader.line_num, 1), f"not a CSV row ({err})") from None
 
 
-def _open(path: Path, encoding: str, newline: str | None = None) -> Any:
-    """A trace file opened as text; a file that cannot be opened is named with the reason."""
+def _open(path: Path) -> Any:
+    """A trace file opened for `_lines`; a file that cannot be opened is named with the reason."""
     try:
-        return path.open(encoding=encoding, newline=newline)
+        return path.open("rb")
     except OSError as err:
         raise TraceError(f"{str(path)[:200]}: cannot read: {err.strerror or err}") from None
 
