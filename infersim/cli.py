@@ -1,20 +1,36 @@
-"""`infersim ...`: the command line. Parses, calls the pure layers, prints JSON or a table; user errors exit 2."""
+"""`infersim ...`: the command line. Parses, calls the pure layers, prints JSON or a table.
+
+`main` is the one error boundary of every command: a user error is one line and exit 2, SIGINT exit 130 and
+SIGTERM exit 143 (one line each), a closed output pipe a quiet exit, and anything else one line naming the file
+that holds the traceback, exit 1."""
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import signal
 import sys
+import tempfile
+import traceback
 from collections.abc import Sequence
 from typing import Any
 
 from infersim import collective_queries, queries, vllm_bench, workload_queries
 
+EXIT_INTERNAL_ERROR = 1
 EXIT_USER_ERROR = 2
+EXIT_SIGINT = 128 + signal.SIGINT  # 130, as a shell reports a command that SIGINT ended
+EXIT_SIGTERM = 128 + signal.SIGTERM  # 143
+EXIT_BROKEN_PIPE = 128 + signal.SIGPIPE  # 141, as a shell reports `yes | head`
 
 
 class UserError(Exception):
     """A problem with the user's input: printed as one line, exit status 2."""
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the program is, so that it unwinds (and removes temporary files) as on SIGINT."""
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,7 +47,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", dest="sets",
                      help="one scenario value, e.g. --set parallel.dcp=8")
     run.add_argument("--out", default=None, metavar="DIR",
-                     help="write summary.json, requests.csv, steps.csv, report.html and scenario.yaml here")
+                     help="write summary.json, requests.csv, steps.csv, report.html and scenario.yaml here, as "
+                          "one set that replaces a previous run in DIR")
+    run.add_argument("--force", action="store_true",
+                     help="with --out: replace DIR even if it is a non-empty folder that holds no infersim run")
     run.add_argument("--json", action="store_true", help="print the summary as one JSON object")
     run.add_argument("--format", choices=["json", "vllm"], default=None, dest="output_format",
                      help="json: as --json; vllm: print the result as `vllm bench serve --save-result` writes it "
@@ -353,10 +372,12 @@ def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     jobs = None if args.jobs is None else count_flag("--jobs", args.jobs, 1)
     if seeds > 1 and args.output_format == "vllm":
         raise UserError("--format vllm is one run's result: leave out --seeds, or use --json")
+    if args.force and args.out is None:
+        raise UserError("--force lets --out replace a folder: give --out DIR too")
     if args.out is not None:
-        from infersim.outputs import check_out_dir
+        from infersim.outputs import check_run_out
 
-        check_out_dir(args.out)  # fail before simulating, not after
+        check_run_out(args.out, args.force)  # fail before simulating, not after
     if args.trace_steps is not None and args.trace is None:
         raise UserError("--trace-steps bounds the trace: give --trace FILE too")
     if args.trace is not None:
@@ -380,7 +401,7 @@ def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
 
         try:
             extra = {} if vllm is None else {"vllm_result.json": json.dumps(vllm, indent=2, allow_nan=False) + "\n"}
-            written = write_outputs(result, args.out, {**extra, **replicate_files})
+            written = write_outputs(result, args.out, {**extra, **replicate_files}, force=args.force)
         except OSError as err:
             raise UserError(f"--out {args.out}: cannot write: {err.strerror or err}") from None
         print(f"infersim: wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
@@ -422,23 +443,87 @@ def _parse_params(items: Sequence[str]) -> dict[str, str]:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the `infersim` console script."""
-    args = _parser().parse_args(argv)
+    """Entry point of the `infersim` console script: the one place errors and signals become exit statuses."""
+    previous = signal.signal(signal.SIGTERM, _terminate) if _main_thread() else None
     try:
-        result, title = _run(args)
-    except (UserError, ValueError) as err:
-        print(f"infersim: error: {err}", file=sys.stderr)
+        return _main(argv)
+    except BrokenPipeError:  # before OSError, which it is
+        return _quiet_broken_pipe()
+    except (UserError, ValueError, OSError) as err:
+        print(f"infersim: error: {_one_line(err)}", file=sys.stderr)
         return EXIT_USER_ERROR
-    if args.json:
-        print(json.dumps(result, indent=2, sort_keys=False))
-    else:
-        from infersim.tables import print_result, print_sweep
+    except Terminated:
+        print("infersim: terminated (SIGTERM)", file=sys.stderr)
+        return EXIT_SIGTERM
+    except KeyboardInterrupt:
+        print("infersim: interrupted", file=sys.stderr)
+        return EXIT_SIGINT
+    except Exception as err:  # a bug: one line here, the traceback in a file
+        saved = _save_traceback()
+        print(f"infersim: internal error: {type(err).__name__}: {_one_line(err)} (traceback: {saved})", file=sys.stderr)
+        return EXIT_INTERNAL_ERROR
+    finally:
+        if previous is not None:
+            signal.signal(signal.SIGTERM, previous)
 
-        if "rows" in result and "variants" in result:
-            print_sweep(title, result)
+
+def _main(argv: Sequence[str] | None) -> int:
+    args = _parser().parse_args(argv)
+    result, title = _run(args)
+    try:
+        if args.json:
+            print(json.dumps(result, indent=2, sort_keys=False))
         else:
-            print_result(title, result)
+            from infersim.tables import print_result, print_sweep
+
+            if "rows" in result and "variants" in result:
+                print_sweep(title, result)
+            else:
+                print_result(title, result)
+        sys.stdout.flush()  # a closed pipe shows here, inside the boundary, not at exit
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     return 0
+
+
+def _main_thread() -> bool:
+    import threading
+
+    return threading.current_thread() is threading.main_thread()
+
+
+def _terminate(signum: int, frame: Any) -> None:
+    raise Terminated()
+
+
+def _one_line(err: BaseException) -> str:
+    if isinstance(err, OSError) and err.filename is not None and err.strerror:
+        text = f"{err.filename}: {err.strerror}"
+    else:
+        text = str(err) or type(err).__name__
+    return " ".join(text.split())
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader went away: send what Python still holds for stdout to /dev/null, so that exit raises nothing."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+    except (OSError, ValueError):
+        pass
+    return EXIT_BROKEN_PIPE
+
+
+def _save_traceback() -> str:
+    """The current exception's traceback in a file under the system's temporary folder; its path."""
+    try:
+        fd, path = tempfile.mkstemp(prefix="infersim-traceback-", suffix=".txt")
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write(f"infersim {' '.join(sys.argv[1:])}\n\n")
+            traceback.print_exc(file=handle)
+        return path
+    except OSError as err:
+        return f"not saved: {err}"
 
 
 if __name__ == "__main__":

@@ -1,13 +1,20 @@
 """What `infersim run --out DIR` writes: summary.json, requests.csv, steps.csv, report.html and the resolved
-scenario.yaml (`infersim run DIR/scenario.yaml` reproduces the run), each atomically; and the Chrome traces of
-`--trace FILE` (`infersim step`, `infersim run`)."""
+scenario.yaml (`infersim run DIR/scenario.yaml` reproduces the run), as one set: written into a temporary folder
+beside DIR and swapped into place, so DIR holds the previous run or the new one, never a mix; and the Chrome
+traces of `--trace FILE` (`infersim step`, `infersim run`)."""
 
 from __future__ import annotations
 
+import ctypes
+import errno
 import json
 import os
+import shutil
+import signal
 import tempfile
+import time
 from collections.abc import Callable, Mapping
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -58,25 +65,167 @@ def scenario_yaml(scenario: Any) -> str:
     return header + yaml.safe_dump(to_mapping(scenario), sort_keys=False, allow_unicode=True)
 
 
-def write_outputs(result: SimulationResult, out_dir: str | Path, extra: Mapping[str, str] | None = None) -> list[Path]:
-    """The run's files under `out_dir` (created if missing), and `extra` files by name and text; returns their paths.
+RUN_MARKER = "summary.json"  # a folder holding this file (written last into the new set) is an infersim run
+_TEMP_TAG = ".infersim-"  # beside OUT: .NAME.infersim-new-PID-XXXX (being written), .NAME.infersim-old-PID-XXXX
+WRITE_DELAY_ENV = "INFERSIM_WRITE_DELAY_S"  # seconds to pause after each file: widens the window signal tests hit
 
-    Every file's text is made before the first is written, so a failure leaves nothing behind; each file is then
-    written atomically."""
+
+def check_run_out(out_dir: str | Path, force: bool = False) -> Path:
+    """`out_dir` as a Path if a run may be written there; a ValueError naming it otherwise (checked before a run).
+
+    The nearest existing folder on the way must be writable; an existing non-empty folder must hold an infersim
+    run (its `summary.json`), unless `force` lets the run replace whatever is there."""
     out = check_out_dir(out_dir)
-    texts = {
-        "summary.json": json.dumps(result.summary, indent=2, allow_nan=False) + "\n",
-        "requests.csv": result.requests.to_csv(index=False),
-        "steps.csv": result.steps.to_csv(index=False),
-        "report.html": report_figure(result).to_html(include_plotlyjs=True, full_html=True),
-        "scenario.yaml": scenario_yaml(result.scenario),
-        **(extra or {}),
+    if out.is_symlink() and not out.exists():
+        raise ValueError(f"--out {out}: is a link to nothing ({os.readlink(out)})")
+    parent = out.absolute().parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise ValueError(f"--out {out}: cannot write in {parent}")
+    if out.is_dir() and not force and any(out.iterdir()) and not (out / RUN_MARKER).is_file():
+        raise ValueError(f"--out {out}: a non-empty folder that holds no infersim run (no {RUN_MARKER}); "
+                         "give --force to replace it")
+    return out
+
+
+def write_outputs(result: SimulationResult, out_dir: str | Path, extra: Mapping[str, str] | None = None,
+                  force: bool = False) -> list[Path]:
+    """The run's files as one set at `out_dir`, and `extra` files by name and text; returns their paths.
+
+    The files are written into a temporary folder beside `out_dir`, then that folder takes `out_dir`'s place in one
+    rename (an exchange where the old run stays until the new one is in); a failure or a signal leaves the old
+    folder as it was and no temporary files."""
+    out = check_run_out(out_dir, force)
+    delay_s = float(os.environ.get(WRITE_DELAY_ENV) or 0)
+    writers: dict[str, Callable[[Path], None]] = {
+        "requests.csv": lambda path: result.requests.to_csv(path, index=False),
+        "steps.csv": lambda path: result.steps.to_csv(path, index=False),
+        "report.html": lambda path: report_figure(result).write_html(path, include_plotlyjs=True, full_html=True),
+        "scenario.yaml": lambda path: path.write_text(scenario_yaml(result.scenario), encoding="utf-8"),
+        **{name: (lambda path, text=text: path.write_text(text, encoding="utf-8"))
+           for name, text in (extra or {}).items()},
+        # last, so that a folder with it is a complete run
+        RUN_MARKER: lambda path: path.write_text(json.dumps(result.summary, indent=2, allow_nan=False) + "\n",
+                                                 encoding="utf-8"),
     }
-    out.mkdir(parents=True, exist_ok=True)
-    paths = [out / name for name in (*OUTPUT_NAMES, *(extra or {}))]
-    for path in paths:
-        atomic_write(path, lambda tmp, text=texts[path.name]: Path(tmp).write_text(text, encoding="utf-8"))
-    return paths
+    parent = out.absolute().parent
+    parent.mkdir(parents=True, exist_ok=True)
+    remove_leftovers(out)
+    with _temporary_folder(parent, f".{out.name}{_TEMP_TAG}new-{os.getpid()}-") as staging:
+        for name, write in writers.items():
+            write(staging / name)
+            if delay_s:
+                time.sleep(delay_s)
+        _fsync_folder(staging)
+        with _signals_held():  # the swap and the removal of the old run are not cut halfway by SIGINT or SIGTERM
+            _swap_in(staging, out)
+    return [out / name for name in (*OUTPUT_NAMES, *(extra or {}))]
+
+
+def remove_leftovers(out: Path) -> None:
+    """Remove the temporary folders a killed run (SIGKILL, power loss) left beside `out`; restore an old run a kill
+    left aside while `out` was missing."""
+    parent = out.absolute().parent
+    if not parent.is_dir():
+        return
+    prefix = f".{out.name}{_TEMP_TAG}"
+    for entry in sorted(parent.iterdir()):
+        if not entry.name.startswith(prefix):
+            continue
+        kind, _, rest = entry.name[len(prefix):].partition("-")
+        pid = rest.partition("-")[0]
+        if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+            continue  # another run is writing next to us right now
+        if kind == "old" and not out.exists() and not out.is_symlink():
+            os.rename(entry, out)  # killed between moving the old run aside and moving the new one in
+            continue
+        shutil.rmtree(entry, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+@contextmanager
+def _temporary_folder(parent: Path, prefix: str) -> Any:
+    """A new folder in `parent`, removed on the way out unless it was renamed away."""
+    folder = Path(tempfile.mkdtemp(dir=parent, prefix=prefix))
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(folder, 0o777 & ~umask)  # mkdtemp makes folders private; results are ordinary folders
+    try:
+        yield folder
+    finally:
+        with _signals_held():
+            shutil.rmtree(folder, ignore_errors=True)
+
+
+@contextmanager
+def _signals_held() -> Any:
+    """SIGINT and SIGTERM wait (blocked) until the block ends, then act as usual."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def _fsync_folder(folder: Path) -> None:
+    """Flush the files and the folder entry, so that the swap never publishes files still in the page cache."""
+    for path in folder.iterdir():
+        with open(path, "rb") as handle:
+            os.fsync(handle.fileno())
+    descriptor = os.open(folder, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+_RENAME_EXCHANGE = 2  # linux/fs.h
+
+
+def _exchange(a: Path, b: Path) -> bool:
+    """Swap two paths in one step (Linux renameat2 RENAME_EXCHANGE); False where the system cannot."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        renameat2 = libc.renameat2
+    except (OSError, AttributeError):
+        return False
+    at_fdcwd = -100
+    if renameat2(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), _RENAME_EXCHANGE) == 0:
+        return True
+    code = ctypes.get_errno()
+    if code in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
+        return False
+    raise OSError(code, os.strerror(code), str(b))
+
+
+def _swap_in(staging: Path, out: Path) -> None:
+    """Put `staging` at `out`; the old `out` (a folder) goes away only once the new one is in place."""
+    if not out.exists():
+        os.rename(staging, out)
+        return
+    if _exchange(staging, out):
+        shutil.rmtree(staging)  # it now holds the old run
+        return
+    aside = Path(tempfile.mkdtemp(dir=out.absolute().parent, prefix=f".{out.name}{_TEMP_TAG}old-{os.getpid()}-"))
+    os.rmdir(aside)
+    os.rename(out, aside)
+    try:
+        os.rename(staging, out)
+    except BaseException:
+        os.rename(aside, out)  # put the old run back
+        raise
+    shutil.rmtree(aside)
 
 
 def infersim_version() -> str:
@@ -153,8 +302,43 @@ AXIS_TITLES = {
 }
 
 
+MAX_POINTS = 5000  # per trace of report.html: more than a screen's width shows, so any run's page stays small
+
+
+def thin(x: Any, y: Any, limit: int = MAX_POINTS) -> tuple[Any, Any]:
+    """At most about `limit` points of a series: each of limit / 2 runs keeps its lowest and highest point, so spikes
+    stay visible where a stride would skip them."""
+    import numpy as np
+
+    x, y = np.asarray(x), np.asarray(y)
+    if x.size <= limit:
+        return x, y
+    edges = np.linspace(0, x.size, limit // 2 + 1).astype(np.int64)
+    starts, ends = edges[:-1], edges[1:]
+    keep = set()
+    for start, end in zip(starts.tolist(), ends.tolist(), strict=True):
+        part = y[start:end]
+        keep.add(start + int(np.argmin(part)))
+        keep.add(start + int(np.argmax(part)))
+    index = np.fromiter(sorted(keep), dtype=np.int64)
+    return x[index], y[index]
+
+
+def _cdf(values: Any, limit: int = MAX_POINTS) -> tuple[Any, Any]:
+    """The empirical CDF at at most `limit` evenly spaced ranks (its first and last point included)."""
+    import numpy as np
+
+    ordered = np.sort(np.asarray(values, dtype=np.float64))
+    cdf = np.arange(1, len(ordered) + 1) / max(1, len(ordered))
+    if ordered.size > limit:
+        index = np.unique(np.linspace(0, ordered.size - 1, limit).round().astype(np.int64))
+        ordered, cdf = ordered[index], cdf[index]
+    return ordered, cdf
+
+
 def report_figure(result: SimulationResult) -> Any:
-    """TTFT and TPOT CDFs, throughput over time, batch composition and KV occupancy, in one page."""
+    """TTFT and TPOT CDFs, throughput over time, batch composition and KV occupancy, in one page (each trace at
+    most MAX_POINTS points, whatever the run's size)."""
     import numpy as np
     from plotly.subplots import make_subplots
 
@@ -167,23 +351,27 @@ def report_figure(result: SimulationResult) -> Any:
     for col, values, name in ((1, ttft_s(requests), "TTFT (s)"),
                               (2, ((requests["finish_s"] - requests["first_token_s"])
                                    / (requests["output_tokens"] - 1).clip(lower=1)).to_numpy(), "TPOT (s)")):
-        ordered = np.sort(values)
-        cdf = np.arange(1, len(ordered) + 1) / max(1, len(ordered))
+        ordered, cdf = _cdf(values)
         figure.add_scatter(x=ordered, y=cdf, name=name, row=1, col=col)
     if len(steps):
         window = max(1.0, float(steps["end_s"].max()) / 100)
         bins = (steps["end_s"] // window) * window
         rate = steps.groupby(bins)["committed_tokens"].sum() / window
         figure.add_scatter(x=rate.index, y=rate.to_numpy(), name="output tok/s", row=2, col=1)
+        start = steps["start_s"].to_numpy()
         for column in ("decode_seqs", "verify_seqs"):
-            figure.add_scatter(x=steps["start_s"], y=steps[column], name=column, mode="lines", row=2, col=2)
-        figure.add_scatter(x=steps["start_s"], y=steps["prefill_tokens"] / 1000, name="prefill tokens (k)",
-                           mode="lines", row=2, col=2)
-        figure.add_scatter(x=steps["start_s"], y=steps["kv_blocks_used"] / steps["kv_blocks_total"],
-                           name="KV used (share)", mode="lines", row=3, col=1)
+            x, y = thin(start, steps[column].to_numpy())
+            figure.add_scatter(x=x, y=y, name=column, mode="lines", row=2, col=2)
+        x, y = thin(start, steps["prefill_tokens"].to_numpy() / 1000)
+        figure.add_scatter(x=x, y=y, name="prefill tokens (k)", mode="lines", row=2, col=2)
+        x, y = thin(start, (steps["kv_blocks_used"] / steps["kv_blocks_total"]).to_numpy())
+        figure.add_scatter(x=x, y=y, name="KV used (share)", mode="lines", row=3, col=1)
     if len(requests):
-        figure.add_histogram(x=requests["cached_tokens"] / requests["prompt_tokens"].clip(lower=1),
-                             name="cached share of prompt", row=3, col=2)
+        # counted here into 50 bins, so the page holds 50 bars and not one value per request
+        share = (requests["cached_tokens"] / requests["prompt_tokens"].clip(lower=1)).to_numpy()
+        counts, edges = np.histogram(share, bins=50, range=(0.0, 1.0))
+        figure.add_bar(x=(edges[:-1] + edges[1:]) / 2, y=counts, width=edges[1] - edges[0],
+                       name="cached share of prompt", row=3, col=2)
     for (row, col), (x_title, y_title) in AXIS_TITLES.items():
         figure.update_xaxes(title_text=x_title, row=row, col=col)
         figure.update_yaxes(title_text=y_title, row=row, col=col)

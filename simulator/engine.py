@@ -11,6 +11,7 @@ Speculative decoding commits a sampled number of tokens per cycle.
 
 from __future__ import annotations
 
+import array
 import heapq
 import time
 from collections import deque
@@ -36,22 +37,167 @@ class EngineConfig:
     closed_loop: bool  # agentic: a session's next turn waits for the previous turn's completion
     max_concurrency: int = 0  # requests in flight at most (0: no cap), as vllm bench serve --max-concurrency
     acceptance: Acceptance | None = None  # speculative decoding acceptance (None: off)
-    admit_until_s: float = 0.0  # stop releasing new requests after this time (0: never)
+    admit_until_s: float = 0.0  # requests arriving after this time are cut, never sent (0: none are)
     prefix_caching: bool = True  # False: requests carry no block hashes, so nothing is ever a hit
+    max_model_len: int = 0  # a request whose prompt + output exceeds it is rejected, as vLLM does (0: no limit)
+
+    def __post_init__(self) -> None:
+        if not 0 <= self.admit_until_s < float("inf"):  # NaN fails this too
+            raise ValueError(f"admit_until_s must be finite and non-negative, got {self.admit_until_s}")
 
 
 _NO_HASHES = np.empty(0, dtype=np.uint64)
 
 
+class Columns:
+    """Rows of fixed numeric columns in numpy arrays grown in chunks: a few bytes a row, not a dict per row."""
+
+    def __init__(self, schema: dict[str, str], chunk: int = 4096) -> None:
+        self._arrays = {name: np.empty(chunk, dtype=dtype) for name, dtype in schema.items()}
+        self.size = 0
+
+    def append(self, *values: Any) -> None:
+        """One row, its values in the schema's column order."""
+        if self.size == len(next(iter(self._arrays.values()))):
+            for name, column in self._arrays.items():  # doubling keeps appends amortized O(1)
+                grown = np.empty(2 * column.size, dtype=column.dtype)
+                grown[:self.size] = column
+                self._arrays[name] = grown
+        i = self.size
+        for column, value in zip(self._arrays.values(), values, strict=True):
+            column[i] = value
+        self.size = i + 1
+
+    def __len__(self) -> int:
+        return self.size
+
+    def columns(self) -> dict[str, np.ndarray]:
+        """The filled part of every column (views, no copy)."""
+        return {name: column[:self.size] for name, column in self._arrays.items()}
+
+
+REQUEST_FIELDS = {
+    "request_id": "int64", "session_id": "int64", "turn": "int64", "arrival_s": "float64", "sent_s": "float64",
+    "scheduled_s": "float64", "first_token_s": "float64", "finish_s": "float64", "prompt_tokens": "int64",
+    "cached_tokens": "int64", "output_tokens": "int64", "preemptions": "int64",
+}
+STEP_FIELDS = {
+    "start_s": "float64", "end_s": "float64", "prefill_tokens": "int64", "decode_seqs": "int64",
+    "verify_seqs": "int64", "committed_tokens": "int64", "spec_cycles": "int64", "spec_committed_tokens": "int64",
+    "kv_blocks_used": "int64", "kv_blocks_total": "int64", "in_system": "int64", "in_system_end": "int64",
+}
+
+
+class _Pending:
+    """Requests not yet arrived or not yet released, popped in (arrival, index) order as a heap of tuples would.
+
+    The stream's own arrivals sit in sorted arrays read by a cursor (8 bytes a request, no tuple each); only the
+    turns a finished turn releases (closed loop) go through a small heap."""
+
+    def __init__(self, times: np.ndarray, indices: np.ndarray) -> None:
+        order = np.lexsort((indices, times))
+        self._times, self._indices = times[order], indices[order]
+        self._head = 0
+        self._heap: list[tuple[float, int]] = []
+
+    def __len__(self) -> int:
+        return self._times.size - self._head + len(self._heap)
+
+    def first(self) -> tuple[float, int]:
+        """The next (arrival, index), without taking it."""
+        if self._head < self._times.size:
+            static = (float(self._times[self._head]), int(self._indices[self._head]))
+            return min(static, self._heap[0]) if self._heap else static
+        return self._heap[0]
+
+    def pop(self) -> tuple[float, int]:
+        item = self.first()
+        if self._heap and self._heap[0] == item:
+            heapq.heappop(self._heap)
+        else:
+            self._head += 1
+        return item
+
+    def push(self, time_s: float, index: int) -> None:
+        heapq.heappush(self._heap, (time_s, index))
+
+    def arrived(self, now: float) -> int:
+        """How many have arrived by `now`: a binary search, and a walk of the heap pruned at later arrivals."""
+        count = int(np.searchsorted(self._times, now, side="right")) - self._head
+        heap, stack = self._heap, [0] if self._heap else []
+        while stack:
+            i = stack.pop()
+            if heap[i][0] <= now:
+                count += 1
+                stack.extend(j for j in (2 * i + 1, 2 * i + 2) if j < len(heap))
+        return count
+
+
+class _Waiting:
+    """The waiting queue: preempted or already built sequences in front, then released requests kept as their
+    stream index and send time until the scheduler reaches them (a Sequence is built only when it is looked at)."""
+
+    def __init__(self, stream: RequestStream, prefix_caching: bool) -> None:
+        self._stream, self._prefix_caching = stream, prefix_caching
+        self._built: deque[Sequence] = deque()
+        self._index: array.array = array.array("q")
+        self._arrival: array.array = array.array("d")  # a closed loop's turn arrives its think time after the last
+        self._sent: array.array = array.array("d")
+        self._head = 0
+
+    def __len__(self) -> int:
+        return len(self._built) + len(self._index) - self._head
+
+    def __bool__(self) -> bool:
+        return len(self) > 0
+
+    def release(self, index: int, arrival_s: float, sent_s: float) -> None:
+        self._index.append(index)
+        self._arrival.append(arrival_s)
+        self._sent.append(sent_s)
+
+    def _build_next(self) -> None:
+        i, arrival, sent = self._index[self._head], self._arrival[self._head], self._sent[self._head]
+        self._head += 1
+        if self._head > 4096 and 2 * self._head > len(self._index):  # drop the consumed front now and then
+            del self._index[:self._head], self._arrival[:self._head], self._sent[:self._head]
+            self._head = 0
+        s = self._stream
+        self._built.append(Sequence(
+            index=i, request_id=int(s.request_id[i]), session_id=int(s.session_id[i]), turn=int(s.turn[i]),
+            arrival_s=arrival, prompt_tokens=int(s.prompt_tokens[i]),
+            output_tokens=max(1, int(s.output_tokens[i])),
+            hashes=s.hashes(i) if self._prefix_caching else _NO_HASHES, sent_s=sent))
+
+    def __getitem__(self, position: int) -> Sequence:
+        if position != 0:
+            raise IndexError("only the front of the waiting queue is read")
+        if not self._built:
+            if self._head >= len(self._index):
+                raise IndexError("the waiting queue is empty")
+            self._build_next()
+        return self._built[0]
+
+    def popleft(self) -> Sequence:
+        front = self[0]
+        self._built.popleft()
+        return front
+
+    def appendleft(self, seq: Sequence) -> None:
+        self._built.appendleft(seq)
+
+
 @dataclass
 class _State:
     stream: RequestStream
-    waiting: deque[Sequence]
+    waiting: _Waiting
     running: list[Sequence]
-    pending: list[tuple[float, int]]  # (arrival time, stream index) heap
+    pending: _Pending
     next_turn: dict[int, int]  # stream index -> index of the same session's next turn
     in_flight: int = 0
     done: int = 0
+    cut: int = 0  # requests that would arrive after admit_until_s: never sent
+    rejected: int = 0  # requests longer than max_model_len: refused when sent, as vLLM answers them
     # Under serving.max_concurrency: slots never taken yet, and a heap of the times the others came free. A
     # request is sent at max(arrival, the earliest free slot's time), as the client's FIFO semaphore lets it go.
     fresh_slots: int = 0
@@ -72,32 +218,59 @@ def _sessions(stream: RequestStream) -> tuple[list[int], dict[int, int]]:
     return first, successor
 
 
+@dataclass(frozen=True)
+class StreamRun:
+    """What the engine returns: request and step columns, the clock at the end, and the requests never served."""
+
+    requests: dict[str, np.ndarray]
+    steps: dict[str, np.ndarray]
+    simulated_s: float
+    cut: int  # arrivals after admit_until_s, never sent
+    rejected: int  # requests longer than max_model_len
+
+
 def simulate_stream(stream: RequestStream, cost: CycleCost, kv: KVCache, config: EngineConfig,
-                    rng: np.random.Generator, progress: Callable[[int, float], None] | None = None
-                    ) -> tuple[list[dict[str, Any]], list[dict[str, Any]], float]:
-    """Run the stream to completion; returns (request rows, step rows, simulated seconds)."""
+                    rng: np.random.Generator, progress: Callable[[int, float], None] | None = None) -> StreamRun:
+    """Run the stream to completion (arrivals after `admit_until_s` cut); columns per request and per step."""
     env = simpy.Environment()
     if config.closed_loop:
         first, successor = _sessions(stream)
-        pending = [(float(stream.arrival_s[i]), i) for i in first]
+        indices = np.asarray(first, dtype=np.int64)
     else:
         successor = {}
-        pending = [(float(stream.arrival_s[i]), i) for i in range(len(stream))]
-    heapq.heapify(pending)
-    state = _State(stream, deque(), [], pending, successor, fresh_slots=config.max_concurrency)
-    request_rows: list[dict[str, Any]] = []
-    step_rows: list[dict[str, Any]] = []
+        indices = np.arange(len(stream), dtype=np.int64)
+    times = stream.arrival_s[indices] if indices.size else np.empty(0)
+    cut = 0
+    if config.admit_until_s:  # the window ends here: later arrivals never come, so the clock stops with the last
+        late = times > config.admit_until_s
+        cut = sum(_chain_length(int(i), successor) for i in indices[late]) if config.closed_loop else int(late.sum())
+        times, indices = times[~late], indices[~late]
+    state = _State(stream, _Waiting(stream, config.prefix_caching), [], _Pending(times, indices), successor,
+                   fresh_slots=config.max_concurrency, cut=cut)
+    request_rows, step_rows = Columns(REQUEST_FIELDS), Columns(STEP_FIELDS)
     env.process(_engine(env, state, cost, kv, config, rng, request_rows, step_rows, progress))
     env.run()
-    return request_rows, step_rows, env.now
+    return StreamRun(request_rows.columns(), step_rows.columns(), env.now, state.cut, state.rejected)
+
+
+def _chain_length(index: int, successor: dict[int, int]) -> int:
+    """Turns from `index` to the end of its session."""
+    count = 0
+    while index is not None:
+        count, index = count + 1, successor.get(index)
+    return count
 
 
 def _release(state: _State, now: float, config: EngineConfig) -> None:
-    while state.pending and state.pending[0][0] <= now:
+    s = state.stream
+    while state.pending and state.pending.first()[0] <= now:
         if config.max_concurrency and state.in_flight >= config.max_concurrency:
             return
-        arrival, i = heapq.heappop(state.pending)
-        if config.admit_until_s and arrival > config.admit_until_s:
+        arrival, i = state.pending.pop()
+        if config.max_model_len and int(s.prompt_tokens[i]) + max(1, int(s.output_tokens[i])) > config.max_model_len:
+            # vLLM answers such a request with an error at once: it takes no slot, and its session goes on
+            state.rejected += 1
+            _next_turn(state, i, arrival, config)
             continue
         sent = arrival
         if config.max_concurrency:
@@ -105,16 +278,24 @@ def _release(state: _State, now: float, config: EngineConfig) -> None:
                 state.fresh_slots -= 1
             else:  # every slot freed at or before now; a request that arrived after its slot freed goes at once
                 sent = max(arrival, heapq.heappop(state.freed_at))
-        s = state.stream
-        state.waiting.append(Sequence(
-            index=i, request_id=int(s.request_id[i]), session_id=int(s.session_id[i]), turn=int(s.turn[i]),
-            arrival_s=arrival, prompt_tokens=int(s.prompt_tokens[i]), output_tokens=max(1, int(s.output_tokens[i])),
-            hashes=s.hashes(i) if config.prefix_caching else _NO_HASHES, sent_s=sent))
+        state.waiting.release(i, arrival, sent)
         state.in_flight += 1
 
 
+def _next_turn(state: _State, index: int, done_s: float, config: EngineConfig) -> None:
+    """Release the session's next turn its think time after `done_s`, unless it would arrive after the window."""
+    successor = state.next_turn.get(index)
+    if successor is None:
+        return
+    arrival = done_s + float(state.stream.think_time_s[successor])
+    if config.admit_until_s and arrival > config.admit_until_s:
+        state.cut += _chain_length(successor, state.next_turn)
+        return
+    state.pending.push(arrival, successor)
+
+
 def _engine(env: simpy.Environment, state: _State, cost: CycleCost, kv: KVCache, config: EngineConfig,
-            rng: np.random.Generator, request_rows: list, step_rows: list,
+            rng: np.random.Generator, request_rows: Columns, step_rows: Columns,
             progress: Callable[[int, float], None] | None) -> Any:
     spec = config.acceptance is not None  # decoding sequences verify drafts
     sampler = config.acceptance.keyed_sampler(rng) if config.acceptance is not None else None
@@ -125,14 +306,14 @@ def _engine(env: simpy.Environment, state: _State, cost: CycleCost, kv: KVCache,
             if not state.pending:
                 yield env.timeout(now - env.now)
                 return
-            yield env.timeout(max(now, state.pending[0][0]) - env.now)  # idle until the next arrival
+            yield env.timeout(max(now, state.pending.first()[0]) - env.now)  # idle until the next arrival
             now = env.now
             continue
         decision = schedule(state.running, state.waiting, kv, config.budget, now)
         if not decision.prefills and not decision.decodes:
             if not state.pending:
                 raise ValueError("the scheduler can make no progress: a running request cannot grow its KV")
-            yield env.timeout(max(now, state.pending[0][0]) - env.now)
+            yield env.timeout(max(now, state.pending.first()[0]) - env.now)
             now = env.now
             continue
         in_system = len(state.running) + len(state.waiting)
@@ -149,36 +330,17 @@ def _engine(env: simpy.Environment, state: _State, cost: CycleCost, kv: KVCache,
         # (arrivals sit in a heap the loop reads), so one simpy event per step would only cost time.
         start, now = now, now + step_s
         committed, cycles, spec_committed = _commit(now, state, decision, kv, config, sampler, request_rows)
-        step_rows.append({
-            "start_s": start, "end_s": now,
-            "prefill_tokens": prefill_tokens,
-            "decode_seqs": 0 if spec else decodes, "verify_seqs": decodes if spec else 0,
-            "committed_tokens": committed, "spec_cycles": cycles, "spec_committed_tokens": spec_committed,
-            "kv_blocks_used": kv.used_blocks, "kv_blocks_total": kv.capacity_blocks,
-            "in_system": in_system,
-            "in_system_end": len(state.running) + len(state.waiting) + _arrived(state, now),
-        })
+        step_rows.append(  # in STEP_FIELDS order
+            start, now, prefill_tokens, 0 if spec else decodes, decodes if spec else 0, committed, cycles,
+            spec_committed, kv.used_blocks, kv.capacity_blocks, in_system,
+            len(state.running) + len(state.waiting) + state.pending.arrived(now))
         if progress is not None:
             progress(state.done, now)
 
 
-def _arrived(state: _State, now: float) -> int:
-    """Requests that have arrived but wait to be released (arrivals during the last step).
-
-    A depth-first walk of the heap that prunes at the first later arrival: O(count), not O(pending).
-    """
-    heap, count, stack = state.pending, 0, [0] if state.pending else []
-    while stack:
-        i = stack.pop()
-        if heap[i][0] <= now:
-            count += 1
-            stack.extend(j for j in (2 * i + 1, 2 * i + 2) if j < len(heap))
-    return count
-
-
 def _commit(now: float, state: _State, decision: Any, kv: KVCache, config: EngineConfig,
             sampler: Callable[[list[int], list[int]], list[int]] | None,
-            request_rows: list) -> tuple[int, int, int]:
+            request_rows: Columns) -> tuple[int, int, int]:
     """Advance prefills, commit decode tokens, finish requests and release their sessions' next turns."""
     committed = cycles = spec_committed = 0
     finished: list[Sequence] = []
@@ -213,17 +375,10 @@ def _commit(now: float, state: _State, decision: Any, kv: KVCache, config: Engin
         state.done += 1
         if config.max_concurrency:
             heapq.heappush(state.freed_at, now)
-        request_rows.append({
-            "request_id": seq.request_id, "session_id": seq.session_id, "turn": seq.turn,
-            "arrival_s": seq.arrival_s, "sent_s": seq.sent_s, "scheduled_s": seq.scheduled_s,
-            "first_token_s": seq.first_token_s,
-            "finish_s": now, "prompt_tokens": seq.prompt_tokens, "cached_tokens": seq.cached_tokens,
-            "output_tokens": seq.output_tokens, "preemptions": seq.preemptions,
-        })
-        successor = state.next_turn.get(seq.index)
-        if successor is not None:
-            think = float(state.stream.think_time_s[successor])
-            heapq.heappush(state.pending, (now + think, successor))
+        request_rows.append(  # in REQUEST_FIELDS order
+            seq.request_id, seq.session_id, seq.turn, seq.arrival_s, seq.sent_s, seq.scheduled_s, seq.first_token_s,
+            now, seq.prompt_tokens, seq.cached_tokens, seq.output_tokens, seq.preemptions)
+        _next_turn(state, seq.index, now, config)
     return committed, cycles, spec_committed
 
 

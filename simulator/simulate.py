@@ -18,6 +18,7 @@ from simulator.cost.cycle import CycleCost, HostCopies
 from simulator.engine import EngineConfig, simulate_stream, wall_clock
 from simulator.kvcache import KVCache
 from simulator.metrics import request_rows_to_frame, step_rows_to_frame, summarize
+from simulator.prefix_reuse import prefix_reuse
 from simulator.scenario import ArrivalKind, Scenario, ScenarioError, WorkloadKind
 from simulator.scheduler import Budget
 from simulator.specdecode import Acceptance
@@ -27,7 +28,7 @@ from workloads.deployment import Deployment
 from workloads.memory import plan_memory
 from workloads.model import Part, load_model
 from workloads.trace_readers import read_trace
-from workloads.traces import AgenticConfig, RequestStream, agentic_stream, random_stream, theoretical_prefix_reuse
+from workloads.traces import AgenticConfig, RequestStream, agentic_stream, random_stream
 
 
 @dataclass(frozen=True)
@@ -98,16 +99,19 @@ def stream_of(scenario: Scenario, rng: np.random.Generator) -> RequestStream:
     return read_trace(w.trace_path, w.trace_format, block_tokens=block)
 
 
-def _check_lengths(stream: RequestStream, max_model_len: int) -> None:
-    """Reject, as vLLM does, requests whose prompt and output exceed serving.max_model_len tokens."""
+def _check_window(scenario: Scenario, stream: RequestStream) -> None:
+    """workload.duration_s must be a time; serving.max_model_len must leave some request to serve."""
+    duration = scenario.workload.duration_s
+    if not 0 <= duration < float("inf"):  # NaN fails this too
+        raise ScenarioError(f"workload.duration_s: must be finite and non-negative (0: no window), got {duration}")
     if not len(stream):
         return
+    max_model_len = scenario.serving.max_model_len
     lengths = stream.prompt_tokens.astype(np.int64) + np.maximum(1, stream.output_tokens)
-    over = int(np.count_nonzero(lengths > max_model_len))
-    if over:
-        i = int(np.argmax(lengths))
-        raise ScenarioError(f"serving.max_model_len: {over} request(s) need more than {max_model_len} tokens "
-                            f"(the longest: {int(stream.prompt_tokens[i])} prompt + {int(stream.output_tokens[i])} "
+    if np.all(lengths > max_model_len):  # vLLM would reject every one: nothing to measure
+        i = int(np.argmin(lengths))
+        raise ScenarioError(f"serving.max_model_len: every request needs more than {max_model_len} tokens "
+                            f"(the shortest: {int(stream.prompt_tokens[i])} prompt + {int(stream.output_tokens[i])} "
                             "output); raise serving.max_model_len or shorten the workload")
 
 
@@ -153,7 +157,7 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
     kv = KVCache(capacity_blocks=max(1, memory.kv_capacity_tokens // block), block_tokens=block,
                  checkpoint_tokens=checkpoint, host_capacity_blocks=host_blocks)
     stream = stream_of(scenario, rng)
-    _check_lengths(stream, serving.max_model_len)
+    _check_window(scenario, stream)
     quickreduce = Codec.parse(scenario.collectives.quickreduce) if scenario.collectives.quickreduce else None
     host = HostCopies(block_bytes, deployment.gpu.host_link_bytes_per_s * PCIE_EFFICIENCY,
                       scenario.cache.offload_overlap)
@@ -169,19 +173,26 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
         acceptance=acceptance,
         admit_until_s=scenario.workload.duration_s,
         prefix_caching=scenario.cache.prefix_caching,
+        max_model_len=serving.max_model_len,
     )
     start = wall_clock()
-    request_rows, step_rows, simulated_s = simulate_stream(stream, cost, kv, config, acceptance_rng, progress)
+    run = simulate_stream(stream, cost, kv, config, acceptance_rng, progress)
+    simulated_s = run.simulated_s
     wall_s = max(wall_clock() - start, 1e-9)
-    requests, steps = request_rows_to_frame(request_rows), step_rows_to_frame(step_rows)
+    requests, steps = request_rows_to_frame(run.requests), step_rows_to_frame(run.steps)
     usd = scenario.cost.usd_per_gpu_hour or deployment.gpu.tco_usd_per_gpu_hour
     summary = summarize(requests, steps, gpus=deployment.tp, usd_per_gpu_hour=usd, simulated_s=simulated_s,
                         wall_s=wall_s)
+    # throughputs are over [0, window_s]: until the last admitted request was served, with nothing cut after it
+    summary["window_s"] = simulated_s
+    summary["admit_until_s"] = scenario.workload.duration_s
+    summary["requests_cut"] = run.cut
+    summary["requests_rejected"] = run.rejected  # prompt + output over serving.max_model_len, refused as vLLM does
     summary["cycle_cost"] = {"hits": cost.hits, "misses": cost.misses, "hit_rate": cost.hit_rate,
                              "miss_wall_s": cost.miss_wall_s}
     summary["kv_capacity_tokens"] = memory.kv_capacity_tokens
     # the stream's reuse with an unlimited cache: the ceiling prefix_hit_rate is measured against
-    summary["theoretical_prefix_reuse"] = theoretical_prefix_reuse(stream) if scenario.cache.prefix_caching else 0.0
+    summary["theoretical_prefix_reuse"] = prefix_reuse(stream) if scenario.cache.prefix_caching else 0.0
     summary["host_prefix_hit_rate"] = kv.host_hits_tokens / kv.lookups_tokens if kv.lookups_tokens else 0.0
     summary["host_capacity_blocks"] = host_blocks
     return SimulationResult(scenario, requests, steps, summary)
