@@ -78,6 +78,8 @@ def check_run_out(out_dir: str | Path, force: bool = False) -> Path:
     out = check_out_dir(out_dir)
     if out.is_symlink() and not out.exists():
         raise ValueError(f"--out {out}: is a link to nothing ({os.readlink(out)})")
+    if out.is_symlink():
+        out = out.resolve()  # the run replaces the folder the link names; the link stays
     parent = out.absolute().parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent

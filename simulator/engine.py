@@ -50,30 +50,46 @@ _NO_HASHES = np.empty(0, dtype=np.uint64)
 
 
 class Columns:
-    """Rows of fixed numeric columns in numpy arrays grown in chunks: a few bytes a row, not a dict per row."""
+    """Rows of fixed numeric columns in numpy arrays grown in chunks: a few bytes a row, not a dict per row.
+
+    Rows are appended as tuples to a short buffer and moved into the arrays a chunk at a time, which costs less per
+    row than a numpy assignment per value."""
 
     def __init__(self, schema: dict[str, str], chunk: int = 4096) -> None:
-        self._arrays = {name: np.empty(chunk, dtype=dtype) for name, dtype in schema.items()}
-        self.size = 0
+        self._arrays = [np.empty(chunk, dtype=dtype) for dtype in schema.values()]
+        self._names = list(schema)
+        self._chunk = chunk
+        self._buffer: list[tuple[Any, ...]] = []
+        self._stored = 0
 
     def append(self, *values: Any) -> None:
         """One row, its values in the schema's column order."""
-        if self.size == len(next(iter(self._arrays.values()))):
-            for name, column in self._arrays.items():  # doubling keeps appends amortized O(1)
-                grown = np.empty(2 * column.size, dtype=column.dtype)
-                grown[:self.size] = column
-                self._arrays[name] = grown
-        i = self.size
-        for column, value in zip(self._arrays.values(), values, strict=True):
-            column[i] = value
-        self.size = i + 1
+        self._buffer.append(values)
+        if len(self._buffer) >= self._chunk:
+            self._flush()
+
+    def _flush(self) -> None:
+        if not self._buffer:
+            return
+        end = self._stored + len(self._buffer)
+        if end > self._arrays[0].size:  # doubling keeps appends amortized O(1)
+            size = max(end, 2 * self._arrays[0].size)
+            for j, column in enumerate(self._arrays):
+                grown = np.empty(size, dtype=column.dtype)
+                grown[:self._stored] = column[:self._stored]
+                self._arrays[j] = grown
+        for column, values in zip(self._arrays, zip(*self._buffer, strict=True), strict=True):
+            column[self._stored:end] = values
+        self._stored = end
+        self._buffer.clear()
 
     def __len__(self) -> int:
-        return self.size
+        return self._stored + len(self._buffer)
 
     def columns(self) -> dict[str, np.ndarray]:
         """The filled part of every column (views, no copy)."""
-        return {name: column[:self.size] for name, column in self._arrays.items()}
+        self._flush()
+        return {name: column[:self._stored] for name, column in zip(self._names, self._arrays, strict=True)}
 
 
 REQUEST_FIELDS = {
@@ -118,6 +134,17 @@ class _Pending:
             self._head += 1
         return item
 
+    def take_arrived(self, now: float) -> tuple[np.ndarray, np.ndarray]:
+        """(arrival times, indices) of every stream arrival by `now`, taken at once; only without a heap."""
+        end = int(np.searchsorted(self._times, now, side="right"))
+        taken = self._times[self._head:end], self._indices[self._head:end]
+        self._head = max(self._head, end)
+        return taken
+
+    @property
+    def static_only(self) -> bool:
+        return not self._heap
+
     def push(self, time_s: float, index: int) -> None:
         heapq.heappush(self._heap, (time_s, index))
 
@@ -150,6 +177,13 @@ class _Waiting:
 
     def __bool__(self) -> bool:
         return len(self) > 0
+
+    def release_many(self, indices: np.ndarray, arrival_s: np.ndarray) -> None:
+        """Requests sent as they arrive, in order."""
+        self._index.frombytes(indices.astype(np.int64).tobytes())
+        times = arrival_s.astype(np.float64).tobytes()
+        self._arrival.frombytes(times)
+        self._sent.frombytes(times)
 
     def release(self, index: int, arrival_s: float, sent_s: float) -> None:
         self._index.append(index)
@@ -263,6 +297,16 @@ def _chain_length(index: int, successor: dict[int, int]) -> int:
 
 def _release(state: _State, now: float, config: EngineConfig) -> None:
     s = state.stream
+    if not config.max_concurrency and not config.closed_loop and state.pending.static_only:
+        # open loop without a cap: every arrival by now is sent as it arrived, in order, so take them at once
+        arrival, index = state.pending.take_arrived(now)
+        if config.max_model_len and index.size:
+            fits = s.prompt_tokens[index] + np.maximum(1, s.output_tokens[index]) <= config.max_model_len
+            state.rejected += int(index.size - np.count_nonzero(fits))
+            arrival, index = arrival[fits], index[fits]
+        state.waiting.release_many(index, arrival)
+        state.in_flight += int(index.size)
+        return
     while state.pending and state.pending.first()[0] <= now:
         if config.max_concurrency and state.in_flight >= config.max_concurrency:
             return

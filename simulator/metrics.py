@@ -96,6 +96,9 @@ def _conform(frame: pd.DataFrame, schema: Mapping[str, str], table: str) -> pd.D
     """Return the schema's columns with its dtypes; a bad table fails here, naming the column, not later."""
     if len(frame) == 0:
         return pd.DataFrame({name: pd.Series([], dtype=dtype) for name, dtype in schema.items()})
+    conformant = list(frame.columns) == list(schema) and all(
+        str(frame[name].dtype) == dtype for name, dtype in schema.items()) and frame.index.equals(
+        pd.RangeIndex(len(frame)))
     defaults = {name: source for name, source in DEFAULT_COLUMNS.items()
                 if name in schema and name not in frame.columns and source in frame.columns}
     if defaults:
@@ -117,8 +120,9 @@ def _conform(frame: pd.DataFrame, schema: Mapping[str, str], table: str) -> pd.D
             raise ValueError(f"{table} column {name!r} must hold whole numbers")
         if not np.all(np.isfinite(numeric.to_numpy(dtype="float64"))):
             raise ValueError(f"{table} column {name!r} has infinite values")
-        out[name] = numeric.astype(dtype).reset_index(drop=True)
-    return pd.DataFrame(out)
+        if not conformant:
+            out[name] = numeric.astype(dtype).reset_index(drop=True)
+    return frame if conformant else pd.DataFrame(out)  # a conformant frame is checked, not copied
 
 
 def _check_requests(requests: pd.DataFrame) -> None:

@@ -20,15 +20,12 @@ def prefix_reuse(stream: RequestStream) -> float:
     starts, counts = stream.hash_start, stream.hash_count
     n = starts.size
     index = np.int32 if n < 2 ** 31 else np.int64
-    disjoint = bool(np.array_equal(starts[1:], starts[:-1] + counts[:-1])) and (n == 0 or starts[0] == 0)
-    if disjoint:  # each pool entry belongs to one request (random streams): its owner without a loop
-        owner = np.repeat(np.arange(n, dtype=index), counts)
-        if owner.size < stream.hash_pool.size:
-            owner = np.concatenate([owner, np.full(stream.hash_pool.size - owner.size, n, dtype=index)])
-    else:  # turns of a session share one chain: an entry's owner is the first request that holds it
-        owner = np.full(stream.hash_pool.size, n, dtype=index)
-        for i in range(n - 1, -1, -1):  # later requests first, so the earliest one's mark stays
-            owner[starts[i]:starts[i] + counts[i]] = i
+    if np.array_equal(starts[1:], starts[:-1] + counts[:-1]) and starts[0] == 0:
+        return _disjoint_reuse(stream.hash_pool[:int(counts.sum())]) * stream.block_tokens / total_tokens
+    # turns of a session share one chain: an entry's owner is the first request that holds it
+    owner = np.full(stream.hash_pool.size, n, dtype=index)
+    for i in range(n - 1, -1, -1):  # later requests first, so the earliest one's mark stays
+        owner[starts[i]:starts[i] + counts[i]] = i
     # first request holding each hash value: sort the entries by value, the smallest owner of each run
     order = np.lexsort((owner, stream.hash_pool))
     values = stream.hash_pool[order]
@@ -39,8 +36,22 @@ def prefix_reuse(stream: RequestStream) -> float:
     first_of_run = owner[order][run_start]
     first_owner[order] = np.repeat(first_of_run, np.diff(np.append(np.flatnonzero(run_start), order.size)))
     del order, run_start, first_of_run
-    if disjoint:
-        reused_blocks = int(np.count_nonzero(first_owner < owner))
-    else:
-        reused_blocks = sum(int(np.count_nonzero(first_owner[starts[i]:starts[i] + counts[i]] < i)) for i in range(n))
+    reused_blocks = sum(int(np.count_nonzero(first_owner[starts[i]:starts[i] + counts[i]] < i)) for i in range(n))
     return reused_blocks * stream.block_tokens / total_tokens
+
+
+_BUCKETS = 16  # the pool is sorted a sixteenth at a time, split by the hashes' top bits: a small transient
+
+
+def _disjoint_reuse(pool: np.ndarray) -> int:
+    """Reused blocks when every pool entry belongs to one request (random streams, in request order): every entry
+    but the first of each hash value, since a request's own hashes are distinct (KVCache.allocate holds them so)."""
+    reused, step = 0, 1 << 20
+    top = np.empty(pool.size, dtype=np.uint8)
+    for start in range(0, pool.size, step):  # a slice at a time: no full-size uint64 temporary
+        top[start:start + step] = pool[start:start + step] >> np.uint64(60)
+    for bucket in range(_BUCKETS):
+        values = np.sort(pool[top == bucket])
+        if values.size:
+            reused += int(np.count_nonzero(values[1:] == values[:-1]))
+    return reused

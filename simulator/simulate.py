@@ -175,24 +175,28 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
         prefix_caching=scenario.cache.prefix_caching,
         max_model_len=serving.max_model_len,
     )
+    reuse = prefix_reuse(stream) if scenario.cache.prefix_caching else 0.0  # before the frames: a lower peak
     start = wall_clock()
     run = simulate_stream(stream, cost, kv, config, acceptance_rng, progress)
     simulated_s = run.simulated_s
     wall_s = max(wall_clock() - start, 1e-9)
+    del stream  # the stream and the engine's columns go before the frames are built, so that their peaks do not add
     requests, steps = request_rows_to_frame(run.requests), step_rows_to_frame(run.steps)
+    cut, rejected = run.cut, run.rejected
+    del run
     usd = scenario.cost.usd_per_gpu_hour or deployment.gpu.tco_usd_per_gpu_hour
     summary = summarize(requests, steps, gpus=deployment.tp, usd_per_gpu_hour=usd, simulated_s=simulated_s,
                         wall_s=wall_s)
     # throughputs are over [0, window_s]: until the last admitted request was served, with nothing cut after it
     summary["window_s"] = simulated_s
     summary["admit_until_s"] = scenario.workload.duration_s
-    summary["requests_cut"] = run.cut
-    summary["requests_rejected"] = run.rejected  # prompt + output over serving.max_model_len, refused as vLLM does
+    summary["requests_cut"] = cut
+    summary["requests_rejected"] = rejected  # prompt + output over serving.max_model_len, refused as vLLM does
     summary["cycle_cost"] = {"hits": cost.hits, "misses": cost.misses, "hit_rate": cost.hit_rate,
                              "miss_wall_s": cost.miss_wall_s}
     summary["kv_capacity_tokens"] = memory.kv_capacity_tokens
     # the stream's reuse with an unlimited cache: the ceiling prefix_hit_rate is measured against
-    summary["theoretical_prefix_reuse"] = prefix_reuse(stream) if scenario.cache.prefix_caching else 0.0
+    summary["theoretical_prefix_reuse"] = reuse
     summary["host_prefix_hit_rate"] = kv.host_hits_tokens / kv.lookups_tokens if kv.lookups_tokens else 0.0
     summary["host_capacity_blocks"] = host_blocks
     return SimulationResult(scenario, requests, steps, summary)

@@ -132,3 +132,12 @@ def test_signals_at_20_random_moments_leave_one_whole_run(capsys, tmp_path):
         for _ in range(20):
             # the six files take about 6 x 20 ms plus their writing; past that lands in the swap and after
             _kill_and_check(tmp_path, signum, rng.uniform(0, 0.25), old, new, delay_s=0.02)
+
+
+def test_a_link_to_a_run_folder_keeps_the_link(capsys, tmp_path):
+    (tmp_path / "real").mkdir()
+    (tmp_path / "link").symlink_to(tmp_path / "real")
+    for seed in (0, 1):
+        assert main(["run", *QUICK, "--set", f"workload.seed={seed}", "--out", str(tmp_path / "link")]) == 0
+    assert (tmp_path / "link").is_symlink() and sorted(p.name for p in (tmp_path / "real").iterdir()) == NAMES
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link", "real"]
