@@ -107,38 +107,47 @@ STEP_FIELDS = {
 class _Pending:
     """Requests not yet arrived or not yet released, popped in (arrival, index) order as a heap of tuples would.
 
-    The stream's own arrivals sit in sorted arrays read by a cursor (8 bytes a request, no tuple each); only the
-    turns a finished turn releases (closed loop) go through a small heap."""
+    The stream's own arrivals sit in sorted arrays read by a cursor (8 bytes a request, no tuple each), the one at
+    the cursor kept as Python numbers for the loop; only the turns a finished turn releases (closed loop) go through
+    a small heap."""
 
     def __init__(self, times: np.ndarray, indices: np.ndarray) -> None:
         order = np.lexsort((indices, times))
         self._times, self._indices = times[order], indices[order]
         self._head = 0
         self._heap: list[tuple[float, int]] = []
+        self._next: tuple[float, int] | None = None
+        self._advance(0)
+
+    def _advance(self, head: int) -> None:
+        self._head = head
+        self._next = ((float(self._times[head]), int(self._indices[head])) if head < self._times.size else None)
 
     def __len__(self) -> int:
         return self._times.size - self._head + len(self._heap)
 
     def first(self) -> tuple[float, int]:
         """The next (arrival, index), without taking it."""
-        if self._head < self._times.size:
-            static = (float(self._times[self._head]), int(self._indices[self._head]))
-            return min(static, self._heap[0]) if self._heap else static
-        return self._heap[0]
+        static, heap = self._next, self._heap
+        if static is None:
+            return heap[0]
+        return min(static, heap[0]) if heap else static
 
     def pop(self) -> tuple[float, int]:
         item = self.first()
-        if self._heap and self._heap[0] == item:
-            heapq.heappop(self._heap)
+        if item is self._next:
+            self._advance(self._head + 1)
         else:
-            self._head += 1
+            heapq.heappop(self._heap)
         return item
 
     def take_arrived(self, now: float) -> tuple[np.ndarray, np.ndarray]:
         """(arrival times, indices) of every stream arrival by `now`, taken at once; only without a heap."""
+        if self._next is None or self._next[0] > now:
+            return self._times[:0], self._indices[:0]
         end = int(np.searchsorted(self._times, now, side="right"))
         taken = self._times[self._head:end], self._indices[self._head:end]
-        self._head = max(self._head, end)
+        self._advance(end)
         return taken
 
     @property
@@ -150,8 +159,13 @@ class _Pending:
 
     def arrived(self, now: float) -> int:
         """How many have arrived by `now`: a binary search, and a walk of the heap pruned at later arrivals."""
-        count = int(np.searchsorted(self._times, now, side="right")) - self._head
-        heap, stack = self._heap, [0] if self._heap else []
+        count = 0
+        if self._next is not None and self._next[0] <= now:
+            count = int(np.searchsorted(self._times, now, side="right")) - self._head
+        heap = self._heap
+        if not heap or heap[0][0] > now:
+            return count
+        stack = [0]
         while stack:
             i = stack.pop()
             if heap[i][0] <= now:
@@ -171,21 +185,24 @@ class _Waiting:
         self._arrival: array.array = array.array("d")  # a closed loop's turn arrives its think time after the last
         self._sent: array.array = array.array("d")
         self._head = 0
+        self._size = 0  # kept, not counted: the scheduler asks at every step
 
     def __len__(self) -> int:
-        return len(self._built) + len(self._index) - self._head
+        return self._size
 
     def __bool__(self) -> bool:
-        return len(self) > 0
+        return self._size > 0
 
     def release_many(self, indices: np.ndarray, arrival_s: np.ndarray) -> None:
         """Requests sent as they arrive, in order."""
+        self._size += int(indices.size)
         self._index.frombytes(indices.astype(np.int64).tobytes())
         times = arrival_s.astype(np.float64).tobytes()
         self._arrival.frombytes(times)
         self._sent.frombytes(times)
 
     def release(self, index: int, arrival_s: float, sent_s: float) -> None:
+        self._size += 1
         self._index.append(index)
         self._arrival.append(arrival_s)
         self._sent.append(sent_s)
@@ -215,10 +232,12 @@ class _Waiting:
     def popleft(self) -> Sequence:
         front = self[0]
         self._built.popleft()
+        self._size -= 1
         return front
 
     def appendleft(self, seq: Sequence) -> None:
         self._built.appendleft(seq)
+        self._size += 1
 
 
 @dataclass
