@@ -38,14 +38,14 @@ def step_trace(placed: Sequence[PlacedLaunch], layers: int, overlap_collectives:
     """A trace of one predicted step: each launch an `X` event on its stream's track, in plan order."""
     events: list[dict[str, Any]] = []
     works: dict[Any, tuple] = {}  # one launches() per kernel kind: an item's launches are counted together
-    free_us = {COMPUTE: 0.0, COLLECTIVES: 0.0}
+    free_ts = {COMPUTE: 0.0, COLLECTIVES: 0.0}
     for p in placed:
         t, item = p.timed, p.timed.item
         # The next launch starts where the last ended in seconds; in microseconds the two can differ by a rounding,
         # which must not make them overlap.
-        ts = max(p.start_s * US_PER_S, free_us[p.stream])
+        ts = max(p.start_s * US_PER_S, free_ts[p.stream])
         dur = t.time_s * US_PER_S
-        free_us[p.stream] = ts + dur
+        free_ts[p.stream] = ts + dur
         name = f"layer{item.layer}.{item.name}" if 1 <= item.layer <= layers else item.name
         if item.kernel is not None:
             launched = works.get(item.kernel)
@@ -79,11 +79,11 @@ def run_trace(steps: Any, process: str, other: Mapping[str, Any], max_steps: int
     total = len(steps)
     kept = steps.head(max_steps)
     events: list[dict[str, Any]] = []
-    free_us = 0.0
+    free_ts = 0.0
     for index, row in enumerate(kept.itertuples(index=False)):
-        ts = max(float(row.start_s) * US_PER_S, free_us)  # as in step_trace: back to back never overlaps
+        ts = max(float(row.start_s) * US_PER_S, free_ts)  # as in step_trace: back to back never overlaps
         end = float(row.end_s) * US_PER_S
-        free_us = end
+        free_ts = end
         kinds = [kind for kind, n in (("prefill", row.prefill_tokens), ("decode", row.decode_seqs),
                                       ("verify", row.verify_seqs)) if n]
         events.append({"ph": "X", "name": "step: " + ("+".join(kinds) or "empty"), "cat": "engine_step",

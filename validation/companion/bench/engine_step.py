@@ -26,7 +26,7 @@ import traceback
 from pathlib import Path
 
 from validation import engine_steps as spec
-from validation.companion.bench.output import cuda_environment, output_folder, report_failures
+from validation.companion.bench.output import report_failures, start_timing
 from validation.measure_output import write_csv_atomic
 
 GRAPH_SAMPLES = 20
@@ -244,12 +244,10 @@ def run(args: argparse.Namespace) -> int:
         for c in cases:
             print(c.label, " ".join(c.step_args()))
         return 0
-    out = output_folder(args.out, "bench engine-step")
-    if out is None:
-        return 2
-    env = cuda_environment("bench engine-step")
-    if env is None:
-        return 1
+    started = start_timing(args.out, "bench engine-step")
+    if isinstance(started, int):
+        return started
+    out, env = started
     import torch
 
     from workloads.model import load_model

@@ -38,6 +38,16 @@ def cuda_environment(prog: str) -> dict | None:
     return env
 
 
+def start_timing(out: Path | None, prog: str) -> tuple[Path, dict] | int:
+    """The output folder and the CUDA GPU's provenance of a timing command, or the exit status when either is
+    missing (2 without a folder, 1 without a GPU; the reason is on stderr)."""
+    folder = output_folder(out, prog)
+    if folder is None:
+        return 2
+    env = cuda_environment(prog)
+    return 1 if env is None else (folder, env)
+
+
 def report_failures(prog: str, failures: Sequence[str]) -> int:
     """Print failed cases to stderr; the exit status of a run (1 if any case failed)."""
     if not failures:

@@ -38,7 +38,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 from validation import probes as spec
-from validation.companion.bench.output import cuda_environment, output_folder, report_failures
+from validation.companion.bench.output import report_failures, start_timing
 from validation.measure_output import write_csv_atomic
 
 KIB = 1 << 10
@@ -1026,12 +1026,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    out = output_folder(args.out, "bench probes")
-    if out is None:
-        return 2
-    env = cuda_environment("bench probes")
-    if env is None:
-        return 1
+    started = start_timing(args.out, "bench probes")
+    if isinstance(started, int):
+        return started
+    out, env = started
     import torch
 
     from validation.companion.bench import timing

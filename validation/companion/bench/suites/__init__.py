@@ -18,7 +18,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from validation import suites
-from validation.companion.bench.output import cuda_environment, output_folder, report_failures
+from validation.companion.bench.output import report_failures, start_timing
 from validation.measure_output import write_csv_atomic
 
 
@@ -65,12 +65,10 @@ def run(args: argparse.Namespace) -> int:
             for case in suites.cases(suite):
                 print(suite, suites.case_row(case))
         return 0
-    out = output_folder(args.out, "bench suites")
-    if out is None:
-        return 2
-    env = cuda_environment("bench suites")
-    if env is None:
-        return 1
+    started = start_timing(args.out, "bench suites")
+    if isinstance(started, int):
+        return started
+    out, env = started
     from validation.companion.bench import timing
 
     failures: list[str] = []
