@@ -28,6 +28,9 @@ MAX_TOKENS = 10_000_000
 TOKENS = "assumption: no model's context reaches 10M tokens (the longest published are ~1M-10M)"
 MAX_REQUESTS = 10_000_000
 REQUESTS = "assumption: 10M requests; the memory estimate (stream_bytes) bounds it further"
+# The longest context `serving.max_model_len: -1` allows. Assumption: 262,144 tokens (256K, a long native context
+# of today's open models); the catalog's model files do not state a context length, where vLLM reads the model's.
+AUTO_MAX_MODEL_LEN = 262_144
 MAX_STREAM_BYTES = 8e9  # assumption: a request stream larger than 8 GB is a typo, not a study
 ROW_BYTES = 512
 DEFAULT_SCENARIO = SCENARIO_DIR / "default.yaml"
@@ -82,8 +85,15 @@ class Serving:
     gpu_memory_utilization: float = ranged(0.01, 1.0, "a fraction of HBM, as vLLM's --gpu-memory-utilization", 0.9)
     # vllm bench serve --max-concurrency (0: no cap)
     max_concurrency: int = ranged(0, MAX_REQUESTS, REQUESTS, 0)
-    # vLLM --max-model-len: longer requests (prompt + output) are rejected
-    max_model_len: int = ranged(1, MAX_TOKENS, TOKENS, 262144)
+    # vLLM --max-model-len: longer requests (prompt + output) are rejected. -1 (the default) is vLLM's
+    # `--max-model-len auto` (vllm-project/vllm#29431): the longest request the KV cache holds, at most
+    # AUTO_MAX_MODEL_LEN; a value the KV cache cannot hold is refused, as vLLM refuses to start.
+    max_model_len: int = ranged(-1, MAX_TOKENS, TOKENS, -1)
+
+    def __post_init__(self) -> None:
+        if self.max_model_len == 0:
+            raise FieldError("max_model_len", "must be a token count >= 1, or -1 for the longest request the KV "
+                                              "cache holds (vLLM's --max-model-len auto), got 0")
 
 
 @dataclass(frozen=True)

@@ -19,7 +19,7 @@ from simulator.engine import EngineConfig, simulate_stream, wall_clock
 from simulator.kvcache import KVCache
 from simulator.metrics import request_rows_to_frame, step_rows_to_frame, summarize
 from simulator.prefix_reuse import prefix_reuse
-from simulator.scenario import ArrivalKind, Scenario, ScenarioError, WorkloadKind
+from simulator.scenario import AUTO_MAX_MODEL_LEN, ArrivalKind, Scenario, ScenarioError, WorkloadKind
 from simulator.scheduler import Budget
 from simulator.specdecode import Acceptance
 from workloads.arrivals import FixedRate, Gamma, Infinite, Poisson
@@ -99,20 +99,41 @@ def stream_of(scenario: Scenario, rng: np.random.Generator) -> RequestStream:
     return read_trace(w.trace_path, w.trace_format, block_tokens=block)
 
 
-def _check_window(scenario: Scenario, stream: RequestStream) -> None:
-    """workload.duration_s must be a time; serving.max_model_len must leave some request to serve."""
+def max_model_len_of(scenario: Scenario, kv: KVCache) -> int:
+    """The longest request (prompt + output) served: serving.max_model_len, or with -1 the longest the KV cache
+    holds with a decode's lookahead (vLLM's `--max-model-len auto`), at most AUTO_MAX_MODEL_LEN. A length the KV
+    cache cannot hold is refused, as vLLM refuses to start ("To serve at least one request with the model's max
+    seq len ..."), since such a request could never be scheduled."""
+    fits = kv.capacity_blocks * kv.block_tokens - scenario.spec_decode.drafts - 1
+    asked = scenario.serving.max_model_len
+    if asked == -1:
+        if fits < 1:
+            raise ScenarioError(f"the KV cache holds {kv.capacity_blocks} blocks of {kv.block_tokens} tokens: no "
+                                "request fits; raise serving.gpu_memory_utilization or lower cache.block_tokens")
+        return min(AUTO_MAX_MODEL_LEN, fits)
+    if asked > fits:
+        raise ScenarioError(f"serving.max_model_len: {asked} tokens do not fit in the KV cache ({kv.capacity_blocks} "
+                            f"blocks of {kv.block_tokens} tokens hold requests of at most {max(fits, 0)}); set it "
+                            "to at most that, or to -1 for the longest that fits, or raise "
+                            "serving.gpu_memory_utilization")
+    return asked
+
+
+def _check_window(scenario: Scenario, stream: RequestStream, max_model_len: int) -> None:
+    """workload.duration_s must be a time; max_model_len must leave some request to serve."""
     duration = scenario.workload.duration_s
     if not 0 <= duration < float("inf"):  # NaN fails this too
         raise ScenarioError(f"workload.duration_s: must be finite and non-negative (0: no window), got {duration}")
     if not len(stream):
         return
-    max_model_len = scenario.serving.max_model_len
     lengths = stream.prompt_tokens.astype(np.int64) + np.maximum(1, stream.output_tokens)
     if np.all(lengths > max_model_len):  # vLLM would reject every one: nothing to measure
         i = int(np.argmin(lengths))
+        fix = ("raise serving.max_model_len" if scenario.serving.max_model_len != -1 else
+               "-1 is the longest the KV cache holds; raise serving.gpu_memory_utilization")
         raise ScenarioError(f"serving.max_model_len: every request needs more than {max_model_len} tokens "
                             f"(the shortest: {int(stream.prompt_tokens[i])} prompt + {int(stream.output_tokens[i])} "
-                            "output); raise serving.max_model_len or shorten the workload")
+                            f"output); {fix} or shorten the workload")
 
 
 def acceptance_of(scenario: Scenario) -> Acceptance | None:
@@ -156,8 +177,9 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
     host_blocks = int(scenario.cache.host_offload_gb_per_gpu * 1e9 // block_bytes) if block_bytes else 0
     kv = KVCache(capacity_blocks=max(1, memory.kv_capacity_tokens // block), block_tokens=block,
                  checkpoint_tokens=checkpoint, host_capacity_blocks=host_blocks)
+    max_model_len = max_model_len_of(scenario, kv)
     stream = stream_of(scenario, rng)
-    _check_window(scenario, stream)
+    _check_window(scenario, stream, max_model_len)
     quickreduce = Codec.parse(scenario.collectives.quickreduce) if scenario.collectives.quickreduce else None
     host = HostCopies(block_bytes, deployment.gpu.host_link_bytes_per_s * PCIE_EFFICIENCY,
                       scenario.cache.offload_overlap)
@@ -173,7 +195,7 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
         acceptance=acceptance,
         admit_until_s=scenario.workload.duration_s,
         prefix_caching=scenario.cache.prefix_caching,
-        max_model_len=serving.max_model_len,
+        max_model_len=max_model_len,
     )
     reuse = prefix_reuse(stream) if scenario.cache.prefix_caching else 0.0  # before the frames: a lower peak
     start = wall_clock()

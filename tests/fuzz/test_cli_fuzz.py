@@ -269,6 +269,6 @@ def test_trace_files(folder, examples):
         path = _write(folder, "trace.txt", data)
         run_cli(["--set=workload.kind=trace", f"--set=workload.trace_format={fmt}",
                  f"--set=workload.trace_path={path}", "--set=workload.arrival=trace",
-                 "--set=serving.max_model_len=10000000"])
+                 "--set=serving.max_model_len=-1"])
 
     check()

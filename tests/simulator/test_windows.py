@@ -69,6 +69,40 @@ def test_every_request_over_max_model_len_is_an_error():
         _run("serving.max_model_len=100")
 
 
+# Qwen3-32B on one H200 at half its HBM: a KV cache of about 14,000 tokens past the weights
+SMALL_KV = ["parallel.tp=1", "serving.gpu_memory_utilization=0.5", "workload.num_prompts=20",
+            "workload.input_len=8000", "workload.range_ratio=0.9"]
+
+
+def _blocks_held(result) -> int:
+    """Tokens in the KV cache's whole blocks."""
+    block = load_scenario(sets=BASE).cache.block_tokens
+    return result.summary["kv_capacity_tokens"] // block * block
+
+
+def test_auto_max_model_len_rejects_what_the_kv_cache_cannot_hold():
+    result = _run(*SMALL_KV)  # serving.max_model_len: -1, the default (vLLM's --max-model-len auto)
+    limit = _blocks_held(result) - 1  # one token of lookahead a decode step (no drafts)
+    stream = stream_of(load_scenario(sets=[*BASE, *SMALL_KV]), np.random.default_rng(np.random.SeedSequence(0)))
+    lengths = stream.prompt_tokens + np.maximum(1, stream.output_tokens)
+    over = int(np.count_nonzero(lengths > limit))
+    assert 0 < over < 20
+    assert result.summary["requests_rejected"] == over
+    assert result.summary["requests_completed"] == 20 - over
+    assert int((result.requests["prompt_tokens"] + result.requests["output_tokens"]).max()) <= limit
+
+
+def test_a_max_model_len_the_kv_cache_cannot_hold_is_refused_as_vllm_refuses_to_start():
+    with pytest.raises(ScenarioError, match=r"serving\.max_model_len: 200000 tokens do not fit in the KV cache "
+                                            r"\(\d+ blocks of 128 tokens hold requests of at most \d+\)"):
+        _run(*SMALL_KV, "serving.max_model_len=200000")
+
+
+def test_a_max_model_len_of_zero_is_refused():
+    with pytest.raises(ValueError, match=r"max_model_len.*-1 for the longest request the KV cache holds"):
+        _run("serving.max_model_len=0")
+
+
 def test_columns_grow_in_chunks_and_keep_their_dtypes():
     rows = Columns({"a": "int64", "b": "float64"}, chunk=2)
     for i in range(5):
