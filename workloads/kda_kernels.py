@@ -23,12 +23,6 @@ _FP32_BYTES = 4  # state, gates, beta, A_qk, chunk summaries
 _CHUNK_SIZES = (32, 64)  # FLA chunk_kda_fwd allows BT in {32, 64} (fla/ops/kda [S28])
 
 
-
-
-
-
-
-
 @dataclass(frozen=True)
 class KdaPrefill(KernelKind):
     """KDA chunked prefill as FLA runs it; grouped_scan is the Kimi K3 study's mechanism 6 (2 launches to 4)."""
