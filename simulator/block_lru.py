@@ -67,7 +67,7 @@ class BlockLRU:
         self._stamps[: blocks.size] = stamps
         self._head, self._tail = 0, blocks.size
 
-    def evict(self, count: int, refs: np.ndarray, hashed: np.ndarray) -> list[int]:
+    def evict(self, count: int, refs: np.ndarray, hashed: np.ndarray) -> np.ndarray:
         """Take the `count` least recently released live blocks out (the caller checked they exist)."""
         if count <= 2:  # a decode crossing a block boundary: look at the oldest entries one by one
             taken = self._evict_few(count, refs, hashed)
@@ -85,9 +85,9 @@ class BlockLRU:
         if missing:
             raise RuntimeError(f"KVCache: the LRU holds fewer than the {self.evictable} blocks it counts")
         self.evictable -= count
-        return np.concatenate(found).tolist()
+        return found[0] if len(found) == 1 else np.concatenate(found)
 
-    def _evict_few(self, count: int, refs: np.ndarray, hashed: np.ndarray, look: int = 16) -> list[int] | None:
+    def _evict_few(self, count: int, refs: np.ndarray, hashed: np.ndarray, look: int = 16) -> np.ndarray | None:
         """`evict` for a block or two, in plain Python; None if the oldest `look` entries hold too few live ones."""
         blocks, stamps, freed_at = self._blocks, self._stamps, self.freed_at
         taken: list[int] = []
@@ -98,5 +98,5 @@ class BlockLRU:
                 if len(taken) == count:
                     self._head = i + 1
                     self.evictable -= count
-                    return taken
+                    return np.array(taken, dtype=np.int64)
         return None

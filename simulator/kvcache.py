@@ -65,6 +65,13 @@ def _as_keys(hashes: np.ndarray | Sequence[int]) -> list[int]:
     return list(map(int, hashes))
 
 
+def _check_distinct(keys: np.ndarray) -> None:
+    """Raise ValueError if a hash repeats: prefix hashes are chained, so they never do."""
+    ordered = np.sort(keys)
+    if (ordered[1:] == ordered[:-1]).any():
+        raise ValueError("KVCache.allocate: block hashes repeat; prefix hashes are chained, so they never do")
+
+
 def _leading(found: list[int | None]) -> int:
     """Length of the run of found blocks from index 0 (found[i] is None for a miss)."""
     try:
@@ -109,13 +116,13 @@ class KVCache:
             self._next_block = size
         self._refs = np.zeros(size, dtype=np.int64)  # running sequences holding each block
         self._hashed = np.zeros(size, dtype=bool)  # whether each block is keyed in the prefix cache
-        self._block_hash: dict[int, int] = {}  # block -> its prefix hash
         self._cached: dict[int, int] = {}  # prefix hash -> block (used or free-cached)
         self._lru = BlockLRU(size)  # free-cached blocks, least recently released first
         self._seqs: dict[int, _Held] = {}  # running sequence -> its blocks in token order
         self._tails: OrderedDict[int, np.ndarray] = OrderedDict()  # released prompts' blocks by last hash
         self._block_key = np.zeros(size, dtype=np.uint64)  # each hashed block's prefix hash (valid where hashed)
         self._host = HostTier(host_capacity_blocks)
+        self._host_blocks = host_capacity_blocks
         self.host_hits_tokens = 0  # of hits_tokens, those loaded back from the host tier
         self._used = 0
         self.hits_tokens = 0  # prompt tokens served from the cache, summed over admitted sequences
@@ -181,7 +188,9 @@ class KVCache:
 
     def hash_of(self, block: int) -> int | None:
         """The prefix hash a block is cached under, or None."""
-        return self._block_hash.get(block)
+        if not 0 <= block < self._hashed.size or not self._hashed[block]:
+            return None
+        return int(self._block_key[block])
 
     def match(self, hashes: np.ndarray | Sequence[int]) -> int:
         """Leading blocks of `hashes` that are cached (used or free); touches no LRU order or counter."""
@@ -196,23 +205,20 @@ class KVCache:
         if array.size > tokens // self._block_tokens:
             raise ValueError(f"KVCache.allocate: {array.size} block hashes for a {tokens}-token prompt, which has "
                              f"only {tokens // self._block_tokens} full blocks of {self._block_tokens} tokens")
-        ordered = np.sort(array)  # a repeated hash would map two positions to one block
-        if (ordered[1:] == ordered[:-1]).any():
-            raise ValueError("KVCache.allocate: block hashes repeat; prefix hashes are chained, so they never do")
-        hit_blocks, held, tail = self._lookup(array)
-        fresh = array[hit_blocks:].tolist()
+        hit_blocks, held, tail, fresh = self._lookup(array)
         host_blocks = self._host.leading(fresh)
         need = -(-tokens // self._block_tokens) - hit_blocks
-        revived = held[self._refs[held] == 0]  # free-cached blocks this sequence takes back out of the LRU
+        revived = held[self._refs[held] == 0] if held.size else held  # free-cached blocks taken back from the LRU
         if need > self._available() - revived.size:
             return None
-        self._lru.evictable -= revived.size  # their LRU entries go stale
-        self._refs[held] += 1
+        if held.size:
+            self._lru.evictable -= revived.size  # their LRU entries go stale
+            self._refs[held] += 1
         new = self._take(need)
         self._refs[new] = 1
-        self._register(new[: len(fresh)], fresh)
+        self._register(new[: len(fresh)], array[hit_blocks:], fresh)
         prompt = (int(array[-1]), array.size) if array.size else None
-        self._seqs[seq_id] = _Held(np.concatenate((held, np.array(new, dtype=np.int64))), prompt)
+        self._seqs[seq_id] = _Held(np.concatenate((held, new)) if held.size else new, prompt)
         if tail is not None:
             del self._tails[tail]
         self._used += revived.size + need
@@ -225,36 +231,50 @@ class KVCache:
         self.lookups_tokens += tokens
         return hit_tokens
 
-    def _lookup(self, keys: np.ndarray) -> tuple[int, np.ndarray, int | None]:
-        """(leading cached blocks, their ids, the released-prompt snapshot used or None).
+    def _lookup(self, keys: np.ndarray) -> tuple[int, np.ndarray, int | None, list[int]]:
+        """(leading cached blocks, their ids, the released-prompt snapshot used or None, the other hashes as ints).
 
         An agentic turn's prompt extends its previous turn's, so the blocks that prompt held when it was
         released are checked first, in one vectorized comparison, and only the new part is looked up in
         the (large, cache-unfriendly) dict. The check is exact: a block still stands for a hash only if it
-        is still hashed under it. Without a valid snapshot every block is looked up.
+        is still hashed under it. Without a valid snapshot every block is looked up. Raises ValueError if a
+        hash repeats (a repeated hash would map two positions to one block).
         """
-        tails, m = self._tails, 0
-        if tails and keys.size:
-            window = _SNAPSHOT_SCAN
-            while True:
-                part = keys[max(0, keys.size - window):].tolist()  # Python ints only for the end of the prompt
-                for i in range(len(part) - 1, -1, -1):
-                    if part[i] in tails:
-                        m = keys.size - len(part) + i + 1
-                        break
-                if m or window >= keys.size:
-                    break
-                window *= 8
+        m, ints = self._snapshot_end(keys)
         if m:
-            snapshot = tails[int(keys[m - 1])]
+            snapshot = self._tails[int(keys[m - 1])]
             if snapshot.size == m and self._hashed[snapshot].all() and (self._block_key[snapshot] == keys[:m]).all():
-                rest = list(map(self._cached.get, keys[m:].tolist()))
-                lead = _leading(rest)
-                held = np.concatenate((snapshot, np.array(rest[:lead], dtype=np.int64)))
-                return m + lead, held, int(keys[m - 1])
-        found = list(map(self._cached.get, keys.tolist()))
+                _check_distinct(keys)
+                rest = keys[m:].tolist()
+                found = list(map(self._cached.get, rest))
+                lead = _leading(found)
+                held = np.concatenate((snapshot, np.array(found[:lead], dtype=np.int64)))
+                return m + lead, held, int(keys[m - 1]), rest[lead:]
+        if ints is None or len(ints) < keys.size:
+            ints = keys.tolist()
+        if len(set(ints)) < len(ints):
+            _check_distinct(keys)
+        found = list(map(self._cached.get, ints))
         lead = _leading(found)
-        return lead, np.array(found[:lead], dtype=np.int64), None
+        return lead, np.array(found[:lead], dtype=np.int64), None, ints[lead:]
+
+    def _snapshot_end(self, keys: np.ndarray) -> tuple[int, list[int] | None]:
+        """(1 + the last index whose hash keys a released prompt's snapshot, or 0; the hashes scanned, as ints).
+
+        Python ints are made only for the end of the prompt, in windows growing from its last blocks.
+        """
+        tails = self._tails
+        if not tails or not keys.size:
+            return 0, None
+        window = _SNAPSHOT_SCAN
+        while True:
+            part = keys[max(0, keys.size - window):].tolist()
+            if not tails.keys().isdisjoint(part):
+                last = next(i for i in range(len(part) - 1, -1, -1) if part[i] in tails)
+                return keys.size - len(part) + last + 1, part
+            if window >= keys.size:
+                return 0, part
+            window *= 8
 
     def grow(self, seq_id: int, tokens: int) -> bool:
         """The sequence now holds `tokens` tokens: add unhashed blocks; False (and no change) if they run out."""
@@ -266,7 +286,7 @@ class KVCache:
             return False
         new = self._take(need)
         self._refs[new] = 1
-        blocks.tail.extend(new)
+        blocks.tail.extend(new.tolist())
         self._used += need
         return True
 
@@ -285,10 +305,11 @@ class KVCache:
             return False
         new = self._take(total)
         self._refs[new] = 1
+        new_ids = new.tolist()
         start = 0
         for blocks, need in zip(held, needs, strict=True):
             if need > 0:
-                blocks.tail.extend(new[start : start + need])
+                blocks.tail.extend(new_ids[start : start + need])
                 start += need
         self._used += total
         return True
@@ -313,46 +334,52 @@ class KVCache:
         """Blocks that can be taken now without touching running sequences."""
         return math.inf if self._capacity is None else len(self._never_used) + self._lru.evictable
 
-    def _take(self, count: int) -> list[int]:
+    def _take(self, count: int) -> np.ndarray:
         """`count` blocks for new data: never-used ones first, then LRU evictions (the caller checked they exist)."""
         pool = self._never_used
-        if count == 1 and pool:  # a decode crossing a block boundary while never-used blocks remain
-            return [pool.pop()]
         from_pool = min(count, len(pool))
         taken = pool[len(pool) - from_pool :][::-1]
         del pool[len(pool) - from_pool :]
         rest = count - from_pool
-        if rest and self._capacity is None:
+        if not rest:
+            return np.array(taken, dtype=np.int64)
+        if self._capacity is None:
             start = self._next_block
             self._next_block += rest
             self._ensure_size(self._next_block)
-            taken.extend(range(start, start + rest))
-        elif rest:
-            evicted = self._lru.evict(rest, self._refs, self._hashed)
-            self._hashed[evicted] = False
-            for key in map(self._block_hash.pop, evicted):
-                del self._cached[key]
+            evicted = np.arange(start, start + rest, dtype=np.int64)
+        else:
+            evicted = self._evict(rest)
+        return np.concatenate((np.array(taken, dtype=np.int64), evicted)) if taken else evicted
+
+    def _evict(self, count: int) -> np.ndarray:
+        """Reclaim the `count` least recently released free-cached blocks: unhash them (to the host tier, if any)."""
+        evicted = self._lru.evict(count, self._refs, self._hashed)
+        self._hashed[evicted] = False
+        keys = self._block_key[evicted].tolist()
+        for key in keys:
+            del self._cached[key]
+        if self._host_blocks:
+            for key in keys:
                 self._host.store(key)
-            taken.extend(evicted)
-            self.evictions += rest
-        return taken
+        self.evictions += count
+        return evicted
 
     def take_transfers(self) -> tuple[int, int]:
         """(blocks stored to, blocks loaded from) the host since the last call: what PCIe must move."""
         return self._host.take_transfers()
 
-    def _register(self, blocks: list[int], keys: list[int]) -> None:
-        """Key new full blocks by their (distinct) prefix hashes, skipping hashes already cached."""
-        if self._cached.keys().isdisjoint(keys):  # the usual case, at C speed
-            self._cached.update(zip(keys, blocks, strict=True))
-            self._block_hash.update(zip(blocks, keys, strict=True))
+    def _register(self, blocks: np.ndarray, keys: np.ndarray, ints: list[int]) -> None:
+        """Key new full blocks by their (distinct) prefix hashes (`ints` = `keys` as Python ints), skipping hashes
+        already cached."""
+        if self._cached.keys().isdisjoint(ints):  # the usual case, at C speed
+            self._cached.update(zip(ints, blocks.tolist(), strict=True))
             self._hashed[blocks] = True
             self._block_key[blocks] = keys
             return
-        for key, block in zip(keys, blocks, strict=True):
+        for key, block in zip(ints, blocks.tolist(), strict=True):
             if key not in self._cached:
                 self._cached[key] = block
-                self._block_hash[block] = key
                 self._hashed[block] = True
                 self._block_key[block] = key
 
@@ -362,17 +389,25 @@ class KVCache:
         del self._seqs[seq_id]
         # Tail first, as vLLM's KVCacheManager.free does: a sequence's last blocks, which the fewest other
         # prompts share, reach the LRU's old end first and so are evicted before its head.
-        order = np.concatenate((np.array(blocks.tail[::-1], dtype=np.int64), blocks.head[::-1]))
         if blocks.prompt is not None:  # a snapshot of the prompt's blocks, for its session's next turn (see _lookup)
             last_key, count = blocks.prompt
             self._tails[last_key] = blocks.head[:count]
             self._tails.move_to_end(last_key)
             if len(self._tails) > _SNAPSHOTS:
                 self._tails.popitem(last=False)
-        self._refs[order] -= 1
-        released = order[self._refs[order] == 0]
-        self._used -= released.size
+        grown = blocks.tail
+        if grown:  # blocks grown since admission are this sequence's alone and unhashed: never used again
+            self._refs[grown] = 0
+            self._never_used.extend(reversed(grown))
+        head = blocks.head[::-1]
+        refs = self._refs[head] - 1
+        self._refs[head] = refs
+        released = head[refs == 0]
+        self._used -= len(grown) + released.size
         hashed = self._hashed[released]
+        if hashed.all():
+            self._lru.push(released, self._refs, self._hashed)
+            return
         self._lru.push(released[hashed], self._refs, self._hashed)
         self._never_used.extend(released[~hashed].tolist())
 

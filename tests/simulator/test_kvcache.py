@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from simulator.kvcache import KVCache
-from workloads.traces import AgenticConfig, agentic_stream, theoretical_prefix_reuse
+from workloads.traces import AgenticConfig, agentic_stream, random_stream, theoretical_prefix_reuse
 
 A1, A2, B1, B2, C1, C2 = 101, 102, 201, 202, 301, 302
 
@@ -381,3 +381,49 @@ def test_growing_session_prompts_match_the_naive_model():
             _check_invariants(cache)
             assert cache.lru_blocks() == tuple(naive.lru)
     assert snapshot_hits > 100  # the fast path ran, and agreed with the naive model every time
+
+
+def test_a_random_stream_through_a_small_cache_matches_the_naive_model():
+    # Requests with a shared prefix, admitted a few at a time, grown by a decode block and freed oldest first:
+    # hits, evictions, revived blocks and the partial last blocks all happen, on the stream's own uint64 hashes.
+    stream = random_stream(600, 48, 4, range_ratio=0.5, prefix_len=20, rng=np.random.default_rng(11), block_tokens=4)
+    cache, naive = KVCache(60, block_tokens=4), NaiveCache(60, 4)
+    running: list[int] = []
+    for i in range(len(stream)):
+        hashes, tokens = stream.hashes(i), int(stream.prompt_tokens[i])
+        got = cache.allocate(i, hashes, tokens)
+        assert got == naive.allocate(i, hashes.tolist(), tokens)
+        if got is None:
+            continue
+        running.append(i)
+        assert cache.grow(i, tokens + 4) == naive.grow(i, tokens + 4)
+        while len(running) > 3:
+            done = running.pop(0)
+            cache.free(done)
+            naive.free(done)
+        assert cache.lru_blocks() == tuple(naive.lru)
+        assert all(cache.blocks(s) == tuple(naive.seqs[s]) for s in running)
+    assert cache.evictions == naive.evictions > 1000
+    assert 0 < cache.hits_tokens < cache.lookups_tokens
+    assert all(cache.hash_of(b) == naive.hash_of[b] for b in cache.lru_blocks())
+
+
+def test_hash_of_names_only_hashed_blocks():
+    cache = KVCache(4, block_tokens=2)
+    cache.allocate(1, (7, 8), 5)  # two hashed blocks and a partial one
+    assert [cache.hash_of(b) for b in range(-1, 5)] == [None, 7, 8, None, None, None]
+    cache.free(1)
+    cache.allocate(2, (9, 10, 11), 6)  # the freed partial block, the never-used one, then the LRU's oldest (hash 8)
+    assert cache.blocks(2) == (2, 3, 1)
+    assert [cache.hash_of(b) for b in range(4)] == [7, 11, 9, 10]
+
+
+def test_repeated_hashes_are_refused_after_a_snapshot_too():
+    cache = KVCache(16, block_tokens=2)
+    cache.allocate(1, (1, 2), 4)
+    cache.free(1)  # its prompt's blocks are kept as a snapshot for a next turn
+    with pytest.raises(ValueError, match="repeat"):
+        cache.allocate(2, (1, 2, 1), 6)
+    with pytest.raises(ValueError, match="repeat"):
+        cache.allocate(2, (1, 2, 3, 3), 8)
+    assert cache.allocate(2, (1, 2, 3), 6) == 4
