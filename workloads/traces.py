@@ -26,6 +26,7 @@ from workloads.arrivals import ArrivalProcess, Infinite, Poisson
 
 DEFAULT_BLOCK_TOKENS = 16  # vLLM v1 CacheConfig.DEFAULT_BLOCK_SIZE (vllm/config/cache.py)
 _CHUNK_BLOCKS = 1 << 22  # hash this many blocks at a time, bounding temporaries to tens of MB
+_WINDOW_BLOCKS = 1 << 16  # a ChainPool keeps about this many blocks' hashes (512 KB) made at once
 _TAG_SHARED, _TAG_CHAIN = 1, 2  # separate the key spaces of shared prefixes and per-conversation chains
 _ALL_AT_ONCE = Infinite()  # random_stream's default, as vllm bench serve's default --request-rate inf
 # Assumption: ~0.25 sessions/s keeps ~70 sessions of ~280 s open at once, within the --max-num-seqs
@@ -101,12 +102,99 @@ def _column(name: str, values: object, dtype: type) -> np.ndarray:
     return view
 
 
+class ChainPool:
+    """Prefix hashes of many conversations' chains, made on demand instead of stored (16 bytes a block saved).
+
+    Chain c's blocks lie at [starts[c], starts[c] + blocks[c]), block
+    j of a chain hashing as `mix_hash(shared_key, j)` below `shared_blocks` (the prefix common to all chains) and as
+    `mix_hash(mix_hash(chain_key, c), j)` after. Slicing it gives those values; a window of whole chains around the
+    last slice is kept, so reading requests in order costs one vectorized hashing per window.
+    """
+
+    def __init__(self, starts: np.ndarray, blocks: np.ndarray, chain_key: np.ndarray, shared_key: np.ndarray,
+                 shared_blocks: int) -> None:
+        self._starts, self._blocks = starts, blocks
+        self._chain_key, self._shared_key, self._shared_blocks = chain_key, shared_key, shared_blocks
+        self.size = int(starts[-1] + blocks[-1]) if blocks.size else 0
+        self._window_start = 0
+        self._window = np.empty(0, dtype=np.uint64)
+
+    def __len__(self) -> int:
+        return self.size
+
+    def __getitem__(self, part: slice) -> np.ndarray:
+        """The hashes at [part.start, part.stop), read-only (contiguous slices only)."""
+        if not isinstance(part, slice) or part.step not in (None, 1):
+            raise TypeError("ChainPool takes contiguous slices only")
+        start, stop, _ = part.indices(self.size)
+        stop = max(start, stop)
+        offset = start - self._window_start
+        if offset < 0 or stop - self._window_start > self._window.size:
+            self._fill(start, stop)
+            offset = start - self._window_start
+        return self._window[offset : offset + stop - start]
+
+    def __array__(self, dtype: object = None, copy: object = None) -> np.ndarray:
+        """The whole pool, stored (built a chunk of chains at a time)."""
+        pool = np.empty(self.size, dtype=np.uint64)
+        first = 0
+        while first < self._blocks.size:
+            last = self._chains_after(first, _CHUNK_BLOCKS)
+            pool[self._starts[first] : self._starts[first] + self._chain_blocks(first, last)] = self._hash(first, last)
+            first = last
+        return pool if dtype is None else pool.astype(dtype)
+
+    def _fill(self, start: int, stop: int) -> None:
+        """Make the window: the chains holding [start, stop), and later ones up to _WINDOW_BLOCKS blocks."""
+        first = int(np.searchsorted(self._starts, start, side="right")) - 1
+        last = max(int(np.searchsorted(self._starts, stop, side="left")), self._chains_after(first, _WINDOW_BLOCKS))
+        window = self._hash(first, last)
+        window.setflags(write=False)
+        self._window_start, self._window = int(self._starts[first]), window
+
+    def _chains_after(self, first: int, blocks: int) -> int:
+        """The end of the run of whole chains from `first` that holds about `blocks` blocks (at least one chain)."""
+        end = int(np.searchsorted(self._starts, self._starts[first] + blocks, side="right"))
+        return min(max(first + 1, end), self._blocks.size)
+
+    def _chain_blocks(self, first: int, last: int) -> int:
+        return int(self._starts[last - 1] + self._blocks[last - 1] - self._starts[first])
+
+    def _hash(self, first: int, last: int) -> np.ndarray:
+        """The hashes of chains [first, last), in pool order."""
+        owner = np.repeat(np.arange(first, last), self._blocks[first:last])
+        index = np.arange(owner.size, dtype=np.int64) + self._starts[first] - self._starts[owner]
+        chain_keys = mix_hash(self._chain_key, np.arange(first, last))
+        return mix_hash(np.where(index < self._shared_blocks, self._shared_key, chain_keys[owner - first]), index)
+
+    def repeats(self) -> int | None:
+        """Entries equal to an earlier entry, when the keys settle it without hashing the pool; else None.
+
+        `mix_hash(k, j)` is `splitmix64(splitmix64(k) ^ j)` and splitmix64 is a bijection, so two blocks share a
+        hash exactly when their `splitmix64(k) ^ j` agree, and that needs their keys' `splitmix64` to agree above
+        the bits an index takes. When those top bits differ between every chain and the shared prefix, the only
+        repeats are the shared prefix's blocks in every chain after the first that reaches them.
+        """
+        if not self.size:
+            return 0
+        bits = np.uint64(int(self._blocks.max() - 1).bit_length())
+        tops = _splitmix64(mix_hash(self._chain_key, np.arange(self._blocks.size))) >> bits
+        if self._shared_blocks:
+            tops = np.append(tops, _splitmix64(self._shared_key) >> bits)
+        tops.sort()
+        if (tops[1:] == tops[:-1]).any():
+            return None
+        shared = np.minimum(self._blocks, self._shared_blocks)
+        return int(shared.sum() - shared.max())
+
+
 @dataclass(frozen=True, eq=False)
 class RequestStream:
     """Requests in arrival order, one numpy array per field (request i is index i of every array).
 
     Request i's prefix hashes are `hash_pool[hash_start[i] : hash_start[i] + hash_count[i]]`; the turns
-    of an agentic session point into one chain, so a conversation's blocks are stored once.
+    of an agentic session point into one chain, so a conversation's blocks are stored once. The pool is a uint64
+    array, or a `ChainPool` that makes the hashes when they are read.
     """
 
     request_id: np.ndarray
@@ -116,7 +204,7 @@ class RequestStream:
     session_id: np.ndarray
     turn: np.ndarray
     think_time_s: np.ndarray
-    hash_pool: np.ndarray = field(repr=False)
+    hash_pool: np.ndarray | ChainPool = field(repr=False)
     hash_start: np.ndarray = field(repr=False)
     hash_count: np.ndarray = field(repr=False)
     block_tokens: int = DEFAULT_BLOCK_TOKENS
@@ -126,7 +214,8 @@ class RequestStream:
         dtypes = {"arrival_s": np.float64, "think_time_s": np.float64, "hash_pool": np.uint64}
         for name in ("request_id", "arrival_s", "prompt_tokens", "output_tokens", "session_id", "turn",
                      "think_time_s", "hash_pool", "hash_start", "hash_count"):
-            object.__setattr__(self, name, _column(name, getattr(self, name), dtypes.get(name, np.int64)))
+            if not (name == "hash_pool" and isinstance(self.hash_pool, ChainPool)):
+                object.__setattr__(self, name, _column(name, getattr(self, name), dtypes.get(name, np.int64)))
         n = self.request_id.size
         for name in ("arrival_s", "prompt_tokens", "output_tokens", "session_id", "turn", "think_time_s",
                      "hash_start", "hash_count"):
@@ -198,21 +287,11 @@ def _replace_arrivals(stream: RequestStream, arrival_s: np.ndarray) -> RequestSt
     return RequestStream(**{**fields, "arrival_s": arrival_s})
 
 
-def _chain_pool(chain_keys: np.ndarray, chain_blocks: np.ndarray, shared_key: np.ndarray,
-                shared_blocks: int) -> tuple[np.ndarray, np.ndarray]:
-    """Hashes of many conversations' blocks, the first `shared_blocks` common to all; and each one's start."""
-    starts = np.zeros(chain_blocks.size, dtype=np.int64)
-    np.cumsum(chain_blocks[:-1], out=starts[1:])
-    pool = np.empty(int(chain_blocks.sum()), dtype=np.uint64)
-    first = 0
-    while first < chain_blocks.size:  # chunks of whole chains, so temporaries stay small at 10^6 requests
-        last = max(first + 1, int(np.searchsorted(starts, starts[first] + _CHUNK_BLOCKS, side="right")))
-        owner = np.repeat(np.arange(first, last), chain_blocks[first:last])
-        index = np.arange(owner.size, dtype=np.int64) + starts[first] - starts[owner]
-        keys = np.where(index < shared_blocks, shared_key, chain_keys[owner])
-        pool[starts[first] : starts[first] + owner.size] = mix_hash(keys, index)
-        first = last
-    return pool, starts
+def _starts(blocks: np.ndarray) -> np.ndarray:
+    """Where each of consecutive runs of `blocks` entries starts."""
+    starts = np.zeros(blocks.size, dtype=np.int64)
+    np.cumsum(blocks[:-1], out=starts[1:])
+    return starts
 
 
 def _keys(rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -246,7 +325,8 @@ def random_stream(num_prompts: int, input_len: int, output_len: int, range_ratio
         lengths.append(rng.integers(low, high + 1, size=n, dtype=np.int64))
     prompt_tokens = prefix_len + lengths[0]
     counts = prompt_tokens // block_tokens
-    pool, starts = _chain_pool(mix_hash(chain_key, np.arange(n)), counts, shared_key, prefix_len // block_tokens)
+    starts = _starts(counts)
+    pool = ChainPool(starts, counts, chain_key, shared_key, prefix_len // block_tokens)
     ids = np.arange(n)
     return RequestStream(request_id=ids, arrival_s=arrival_s, prompt_tokens=prompt_tokens, output_tokens=lengths[1],
                          session_id=ids, turn=np.zeros(n, dtype=np.int64), think_time_s=np.zeros(n),
@@ -358,8 +438,8 @@ def agentic_stream(config: AgenticConfig, rng: np.random.Generator,
         a[keep] for a in (session, turn, prompt_tokens, output, think_s, arrival_s))
     chain_blocks = np.zeros(c.sessions, dtype=np.int64)
     np.maximum.at(chain_blocks, session, prompt_tokens // block_tokens)
-    pool, starts = _chain_pool(mix_hash(chain_key, np.arange(c.sessions)), chain_blocks, shared_key,
-                               c.system_prompt_tokens // block_tokens)
+    starts = _starts(chain_blocks)
+    pool = np.asarray(ChainPool(starts, chain_blocks, chain_key, shared_key, c.system_prompt_tokens // block_tokens))
     order = np.lexsort((turn, session, arrival_s))
     return RequestStream(request_id=np.arange(order.size), arrival_s=arrival_s[order],
                          prompt_tokens=prompt_tokens[order], output_tokens=output[order], session_id=session[order],

@@ -11,13 +11,16 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from workloads import traces
 from workloads.arrivals import FixedRate, Infinite, Poisson, TraceTimestamps
 from workloads.trace_readers import TraceFormat, read_azure, read_csv_trace, read_mooncake, read_trace
 from workloads.traces import (
     AgenticConfig,
+    ChainPool,
     Request,
     RequestStream,
     agentic_stream,
+    mix_hash,
     random_stream,
     theoretical_prefix_reuse,
 )
@@ -361,3 +364,72 @@ def test_read_trace_by_name(tmp_path):
     assert same_stream(read_trace(path, "Mooncake"), read_mooncake(path))
     with pytest.raises(ValueError, match="valid: mooncake, azure, csv"):
         read_trace(path, "sharegpt")
+
+
+# --- hashes made on demand -----------------------------------------------------------------------------
+
+
+def _reference_hash(chain_key: np.ndarray, shared_key: np.ndarray, shared_blocks: int, chain: int, j: int) -> int:
+    """Block j of chain `chain`, one block at a time, straight from the rule ChainPool documents."""
+    key = shared_key if j < shared_blocks else mix_hash(chain_key, chain)
+    return int(mix_hash(key, j)[0])
+
+
+@settings(max_examples=60, deadline=None)
+@given(blocks=st.lists(st.integers(0, 9), min_size=1, max_size=30), shared=st.integers(0, 5), seed=st.integers(0, 99))
+def test_chain_pool_slices_hold_each_block_s_chained_hash(blocks, shared, seed):
+    blocks = np.array(blocks, dtype=np.int64)
+    chain_key, shared_key = mix_hash(seed, 2), mix_hash(seed, 1)
+    starts = np.concatenate(([0], np.cumsum(blocks)[:-1]))
+    pool = ChainPool(starts, blocks, chain_key, shared_key, shared)
+    expected = [_reference_hash(chain_key, shared_key, shared, c, j) for c in range(blocks.size)
+                for j in range(blocks[c])]
+    assert pool.size == len(expected) and np.asarray(pool).tolist() == expected
+    order = np.random.default_rng(seed).permutation(blocks.size)  # any order of reads, so windows are remade
+    for c in order.tolist():
+        start = int(starts[c])
+        assert pool[start : start + int(blocks[c])].tolist() == expected[start : start + int(blocks[c])]
+    assert pool[: pool.size].tolist() == expected
+
+
+def test_chain_pool_windows_cover_many_chains_and_are_read_only(monkeypatch):
+    monkeypatch.setattr(traces, "_WINDOW_BLOCKS", 8)
+    blocks = np.full(50, 3, dtype=np.int64)
+    pool = ChainPool(np.arange(50) * 3, blocks, mix_hash(5, 2), mix_hash(5, 1), 1)
+    stored = np.asarray(pool)
+    for c in range(50):  # in order: each window serves the next few chains
+        assert np.array_equal(pool[3 * c : 3 * c + 3], stored[3 * c : 3 * c + 3])
+    with pytest.raises(ValueError, match="read-only"):
+        pool[0:3][0] = 1
+    with pytest.raises(TypeError, match="contiguous"):
+        pool[::2]
+
+
+def test_random_stream_makes_the_hashes_a_stored_pool_would_hold():
+    stream = random_stream(400, 100, 4, range_ratio=0.5, prefix_len=40, rng=rng(3), block_tokens=16)
+    assert isinstance(stream.hash_pool, ChainPool)
+    shared_key, chain_key = traces._keys(rng(3))  # the stream's first draw
+    for i in (0, 1, 199, 399):
+        expected = [_reference_hash(chain_key, shared_key, 2, i, j) for j in range(int(stream.hash_count[i]))]
+        assert stream.hashes(i).tolist() == expected
+    stored = replace(stream, hash_pool=np.asarray(stream.hash_pool))
+    assert isinstance(stored.hash_pool, np.ndarray) and same_stream(stream, stored)
+    assert [r.prefix_hashes for r in stream] == [r.prefix_hashes for r in stored]
+    assert theoretical_prefix_reuse(stream) == theoretical_prefix_reuse(stored) > 0
+
+
+@settings(max_examples=40, deadline=None)
+@given(blocks=st.lists(st.integers(0, 12), min_size=1, max_size=40), shared=st.integers(0, 6), seed=st.integers(0, 9))
+def test_chain_pool_repeats_count_what_sorting_the_pool_counts(blocks, shared, seed):
+    blocks = np.array(blocks, dtype=np.int64)
+    pool = ChainPool(np.concatenate(([0], np.cumsum(blocks)[:-1])), blocks, mix_hash(seed, 2), mix_hash(seed, 1),
+                     shared)
+    stored = np.asarray(pool)
+    assert pool.repeats() == stored.size - np.unique(stored).size
+
+
+def test_chain_pool_repeats_give_up_when_keys_share_their_top_bits():
+    # indices of up to 2**62 blocks leave 2 bits to tell 5 keys apart: two must agree, so only sorting can tell
+    blocks = np.array([1, 1, 1, 1, 1 << 62], dtype=np.int64)
+    pool = ChainPool(np.arange(5), blocks, mix_hash(1, 2), mix_hash(1, 1), 0)
+    assert pool.repeats() is None
