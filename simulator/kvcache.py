@@ -184,7 +184,7 @@ class KVCache:
 
     def lru_blocks(self) -> tuple[int, ...]:
         """Free-cached block ids, the next to be evicted first."""
-        return self._lru.order(self._refs, self._hashed)
+        return self._lru.order()
 
     def hash_of(self, block: int) -> int | None:
         """The prefix hash a block is cached under, or None."""
@@ -212,7 +212,7 @@ class KVCache:
         if need > self._available() - revived.size:
             return None
         if held.size:
-            self._lru.evictable -= revived.size  # their LRU entries go stale
+            self._lru.revive(revived)
             self._refs[held] += 1
         new = self._take(need)
         self._refs[new] = 1
@@ -354,7 +354,7 @@ class KVCache:
 
     def _evict(self, count: int) -> np.ndarray:
         """Reclaim the `count` least recently released free-cached blocks: unhash them (to the host tier, if any)."""
-        evicted = self._lru.evict(count, self._refs, self._hashed)
+        evicted = self._lru.evict(count)
         self._hashed[evicted] = False
         keys = self._block_key[evicted].tolist()
         for key in keys:
@@ -396,19 +396,19 @@ class KVCache:
             if len(self._tails) > _SNAPSHOTS:
                 self._tails.popitem(last=False)
         grown = blocks.tail
-        if grown:  # blocks grown since admission are this sequence's alone and unhashed: never used again
-            self._refs[grown] = 0
-            self._never_used.extend(reversed(grown))
+        for block in grown:  # blocks grown since admission are this sequence's alone and unhashed
+            self._refs[block] = 0
+        self._never_used.extend(reversed(grown))
         head = blocks.head[::-1]
         refs = self._refs[head] - 1
         self._refs[head] = refs
         released = head[refs == 0]
         self._used -= len(grown) + released.size
         hashed = self._hashed[released]
-        if hashed.all():
-            self._lru.push(released, self._refs, self._hashed)
+        if np.count_nonzero(hashed) == hashed.size:
+            self._lru.push(released)
             return
-        self._lru.push(released[hashed], self._refs, self._hashed)
+        self._lru.push(released[hashed])
         self._never_used.extend(released[~hashed].tolist())
 
     def _ensure_size(self, size: int) -> None:
