@@ -53,10 +53,11 @@ class Columns:
     """Rows of fixed numeric columns in numpy arrays grown in chunks: a few bytes a row, not a dict per row.
 
     Rows are appended as tuples to a short buffer and moved into the arrays a chunk at a time, which costs less per
-    row than a numpy assignment per value."""
+    row than a numpy assignment per value. `rows`, the most rows expected, sizes the arrays at once, so that they
+    are not copied as they grow (pages no row reaches are never touched, so they take no memory)."""
 
-    def __init__(self, schema: dict[str, str], chunk: int = 4096) -> None:
-        self._arrays = [np.empty(chunk, dtype=dtype) for dtype in schema.values()]
+    def __init__(self, schema: dict[str, str], chunk: int = 4096, rows: int = 0) -> None:
+        self._arrays = [np.empty(max(chunk, rows), dtype=dtype) for dtype in schema.values()]
         self._names = list(schema)
         self._chunk = chunk
         self._buffer: list[tuple[Any, ...]] = []
@@ -300,7 +301,7 @@ def simulate_stream(stream: RequestStream, cost: CycleCost, kv: KVCache, config:
         times, indices = times[~late], indices[~late]
     state = _State(stream, _Waiting(stream, config.prefix_caching), [], _Pending(times, indices), successor,
                    fresh_slots=config.max_concurrency, cut=cut)
-    request_rows, step_rows = Columns(REQUEST_FIELDS), Columns(STEP_FIELDS)
+    request_rows, step_rows = Columns(REQUEST_FIELDS, rows=len(stream)), Columns(STEP_FIELDS)
     env.process(_engine(env, state, cost, kv, config, rng, request_rows, step_rows, progress))
     env.run()
     return StreamRun(request_rows.columns(), step_rows.columns(), env.now, state.cut, state.rejected)

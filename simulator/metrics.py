@@ -87,8 +87,9 @@ def step_rows_to_frame(rows: Rows) -> pd.DataFrame:
 
 
 def _to_frame(rows: Rows, schema: Mapping[str, str], table: str) -> pd.DataFrame:
-    """Turn rows or columns into a frame, so that both engine styles share one validation."""
-    frame = pd.DataFrame(rows) if len(rows) else pd.DataFrame(columns=list(schema))
+    """Turn rows or columns into a frame, so that both engine styles share one validation. Columns of arrays are
+    taken as they are, not copied: a copy would hold every value twice at the run's peak."""
+    frame = pd.DataFrame(rows, copy=False) if len(rows) else pd.DataFrame(columns=list(schema))
     return _conform(frame, schema, table)
 
 
