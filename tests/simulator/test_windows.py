@@ -8,7 +8,8 @@ import math
 import numpy as np
 import pytest
 
-from simulator.engine import Columns
+from simulator.engine import REQUEST_FIELDS, Columns
+from simulator.metrics import request_rows_to_frame
 from simulator.prefix_reuse import prefix_reuse
 from simulator.scenario import ScenarioError, load_scenario
 from simulator.simulate import simulate, stream_of
@@ -110,6 +111,19 @@ def test_columns_grow_in_chunks_and_keep_their_dtypes():
     columns = rows.columns()
     assert len(rows) == 5 and columns["a"].dtype == np.int64 and columns["b"].dtype == np.float64
     assert columns["a"].tolist() == [0, 1, 2, 3, 4] and columns["b"].tolist() == [0, 0.5, 1, 1.5, 2]
+
+
+def test_columns_sized_up_front_are_filled_in_place_and_framed_without_a_copy():
+    rows = Columns(REQUEST_FIELDS, chunk=4, rows=10)
+    arrays = rows._arrays
+    for i in range(10):
+        rows.append(i, i, 0, 0.5 * i, 0.5 * i, 0.5 * i, 0.5 * i + 1, 0.5 * i + 2, 16, 0, 2, 0)
+    columns = rows.columns()
+    assert rows._arrays is arrays and all(a.size == 10 for a in arrays)  # never regrown
+    assert columns["request_id"].tolist() == list(range(10)) and columns["finish_s"][-1] == 6.5
+    frame = request_rows_to_frame(columns)
+    assert frame["finish_s"].tolist() == columns["finish_s"].tolist()
+    assert np.shares_memory(frame["finish_s"].to_numpy(), columns["finish_s"])
 
 
 @pytest.mark.parametrize("sets", [
