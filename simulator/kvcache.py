@@ -347,10 +347,10 @@ class KVCache:
             start = self._next_block
             self._next_block += rest
             self._ensure_size(self._next_block)
-            evicted = np.arange(start, start + rest, dtype=np.int64)
+            more = np.arange(start, start + rest, dtype=np.int64)
         else:
-            evicted = self._evict(rest)
-        return np.concatenate((np.array(taken, dtype=np.int64), evicted)) if taken else evicted
+            more = self._evict(rest)
+        return np.concatenate((np.array(taken, dtype=np.int64), more)) if taken else more
 
     def _evict(self, count: int) -> np.ndarray:
         """Reclaim the `count` least recently released free-cached blocks: unhash them (to the host tier, if any)."""

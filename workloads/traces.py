@@ -103,12 +103,12 @@ def _column(name: str, values: object, dtype: type) -> np.ndarray:
 
 
 class ChainPool:
-    """Prefix hashes of many conversations' chains, made on demand instead of stored (16 bytes a block saved).
+    """Prefix hashes of many conversations' chains, made when they are read instead of stored (8 bytes a block).
 
-    Chain c's blocks lie at [starts[c], starts[c] + blocks[c]), block
-    j of a chain hashing as `mix_hash(shared_key, j)` below `shared_blocks` (the prefix common to all chains) and as
-    `mix_hash(mix_hash(chain_key, c), j)` after. Slicing it gives those values; a window of whole chains around the
-    last slice is kept, so reading requests in order costs one vectorized hashing per window.
+    Chain c's blocks lie at [starts[c], starts[c] + blocks[c]); block j of a chain hashes as `mix_hash(shared_key,
+    j)` below `shared_blocks` (the prefix common to all chains) and as `mix_hash(mix_hash(chain_key, c), j)` after.
+    Slicing gives those values; the window of whole chains made for the last slice is kept, so reading requests in
+    order costs one vectorized hashing per window. `np.asarray` gives the whole pool, stored.
     """
 
     def __init__(self, starts: np.ndarray, blocks: np.ndarray, chain_key: np.ndarray, shared_key: np.ndarray,
@@ -118,9 +118,6 @@ class ChainPool:
         self.size = int(starts[-1] + blocks[-1]) if blocks.size else 0
         self._window_start = 0
         self._window = np.empty(0, dtype=np.uint64)
-
-    def __len__(self) -> int:
-        return self.size
 
     def __getitem__(self, part: slice) -> np.ndarray:
         """The hashes at [part.start, part.stop), read-only (contiguous slices only)."""
@@ -158,6 +155,7 @@ class ChainPool:
         return min(max(first + 1, end), self._blocks.size)
 
     def _chain_blocks(self, first: int, last: int) -> int:
+        """Blocks in chains [first, last)."""
         return int(self._starts[last - 1] + self._blocks[last - 1] - self._starts[first])
 
     def _hash(self, first: int, last: int) -> np.ndarray:
