@@ -200,15 +200,14 @@ class Scenario:
 
 def stream_bytes(w: Workload, block_tokens: int) -> float:
     """Estimated memory of a workload's request stream and its result rows, in bytes (0 for a trace: its file
-    size bounds it). Per request: its columns and result rows (assumption: ~512 bytes) and an 8-byte hash per
-    full block of its prompt; an agentic prompt averages ~60k tokens (workloads/traces.py AgenticConfig)."""
+    size bounds it). Per request: its columns and result rows (assumption: ~512 bytes) and, in an agentic stream,
+    an 8-byte hash per full block of its prompt, which averages ~60k tokens (workloads/traces.py AgenticConfig); a
+    random stream makes its hashes as they are read (workloads/traces.py ChainPool) and stores none."""
     if w.kind is WorkloadKind.AGENTIC:
-        requests, prompt = w.sessions * w.turns_mean, 60_000
-    elif w.kind is WorkloadKind.RANDOM:
-        requests, prompt = w.num_prompts, w.input_len * (1 + w.range_ratio)
-    else:
-        return 0.0
-    return requests * (ROW_BYTES + 8 * prompt / block_tokens)
+        return w.sessions * w.turns_mean * (ROW_BYTES + 8 * 60_000 / block_tokens)
+    if w.kind is WorkloadKind.RANDOM:
+        return w.num_prompts * ROW_BYTES
+    return 0.0
 
 
 def _convert(cls_hint: Any, raw: Any, key: str) -> Any:

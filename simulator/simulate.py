@@ -214,6 +214,7 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
     summary["admit_until_s"] = scenario.workload.duration_s
     summary["requests_cut"] = cut
     summary["requests_rejected"] = rejected  # prompt + output over serving.max_model_len, refused as vLLM does
+    summary["max_model_len"] = max_model_len  # as resolved (serving.max_model_len -1: what the KV cache holds)
     summary["cycle_cost"] = {"hits": cost.hits, "misses": cost.misses, "hit_rate": cost.hit_rate,
                              "miss_wall_s": cost.miss_wall_s}
     summary["kv_capacity_tokens"] = memory.kv_capacity_tokens

@@ -91,6 +91,7 @@ def test_auto_max_model_len_rejects_what_the_kv_cache_cannot_hold():
     assert result.summary["requests_rejected"] == over
     assert result.summary["requests_completed"] == 20 - over
     assert int((result.requests["prompt_tokens"] + result.requests["output_tokens"]).max()) <= limit
+    assert result.summary["max_model_len"] == limit
 
 
 def test_a_max_model_len_the_kv_cache_cannot_hold_is_refused_as_vllm_refuses_to_start():
