@@ -92,7 +92,7 @@ def test_latency_and_l2_constants(tmp_path, rng):
 def test_table_constants_and_missing_probes(tmp_path):
     _write(tmp_path, "floor", [
         {"variant": "empty", "launch_mode": "graph", "time_s_median": 1.9e-6},  # flushed: not the node's cost
-        {"variant": "empty", "launch_mode": "eager", "time_s_median": 14e-6},
+        {"variant": "empty", "launch_mode": "eager", "time_s_median": 14e-6},  # one block: the host probe's instead
         {"variant": "empty", "launch_mode": "eager_hidden", "time_s_median": 3.5e-6},
         {"variant": "empty_grid_4w", "launch_mode": "graph", "programs": 132, "sm_count": 132, "time_s_median": 1.6e-6},
         {"variant": "empty_grid_4w", "launch_mode": "graph", "programs": 1056, "sm_count": 132,
@@ -103,6 +103,8 @@ def test_table_constants_and_missing_probes(tmp_path):
         {"variant": "tile_4k_1prog", "launch_mode": "graph", "time_s_median": 3.2e-6},
         {"variant": "tile_4k_sm", "launch_mode": "graph", "time_s_median": 3.9e-6},
     ])
+    _write(tmp_path, "host", [{"variant": "empty", "launch_mode": "eager", "time_s_median": 11e-6},
+                              {"variant": "torch_add_256", "launch_mode": "eager", "time_s_median": 6e-6}])
     issue = []
     for op, lanes, lat in (("fp32_fma", 126, 4.1), ("int32_mad", 63, 4.5), ("bit", 60, 2.2), ("exp2", 15.8, 18)):
         issue.append({"op": op, "mode": "throughput", "ops_per_clock_per_sm": lanes})
@@ -125,7 +127,7 @@ def test_table_constants_and_missing_probes(tmp_path):
     c = probes.probe_constants(tmp_path)
     assert (c.launch_graph_node_s, c.kernel_floor_s) == (pytest.approx(1.5e-6), 3e-6)  # the grid line's intercept
     assert c.workgroup_dispatch_s == pytest.approx(0.1e-6)  # its slope: (2.3 - 1.6) us over 7 workgroups per SM
-    assert (c.launch_eager_triton_s, c.launch_eager_gpu_s) == (14e-6, 3.5e-6)
+    assert (c.launch_eager_triton_s, c.launch_eager_s, c.launch_eager_gpu_s) == (11e-6, 6e-6, 3.5e-6)
     # the copy per SM (3.9 us) with one system-scope release (4.8), then two (5.4)
     assert (c.system_release_s, c.system_release_next_s) == (pytest.approx(0.9e-6), pytest.approx(0.6e-6))
     assert c.hbm_burst_latency_s == pytest.approx(0.7e-6)  # every SM's tile copy less one alone

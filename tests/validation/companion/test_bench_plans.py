@@ -73,3 +73,17 @@ def test_engine_step_plan_lists_its_cases_without_a_gpu():
     assert bad.returncode == 2 and "decode_3x3" in bad.stdout and "prefill_1x8192" in bad.stdout
     recorded = (ROOT / "validation" / "data" / "h200" / "engine_step" / "engine_step.csv").read_text().splitlines()
     assert recorded[0].split(",") == list(engine_steps.COLUMNS) and len(recorded) == len(cases) + 1
+
+
+def test_spaced_bench_takes_every_sample_in_every_round_with_gaps_between(monkeypatch):
+    from validation.companion.bench import timing
+
+    calls, sleeps = [], []
+    monkeypatch.setattr(timing, "bench", lambda sample, ops, hide_host_gaps: calls.append((sample(), ops,
+                                                                                          hide_host_gaps)) or [ops])
+    monkeypatch.setattr(timing.time, "sleep", sleeps.append)
+    times = timing.spaced_bench({"a": (lambda: "a", 100), "b": (lambda: "b", 1000)}, rounds=3, gap_s=7.0)
+    # every round runs both samples, host gaps included; the rounds are 7 s apart (none before the first)
+    assert calls == [("a", 100, False), ("b", 1000, False)] * 3
+    assert sleeps == [7.0, 7.0]
+    assert times == {"a": [100, 100, 100], "b": [1000, 1000, 1000]}

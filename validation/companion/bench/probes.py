@@ -322,11 +322,10 @@ def probe_floor(env: dict, quick: bool) -> list[dict]:
     and `tile_4k_sm` (one program, and one per SM, copying 4 KiB each); `tile_4k_sm_release_sys_1` and `_2`
     (that copy, then one or two flag writes with release semantics at system scope, as QuickReduce's kernels
     end); `torch_add_256` (an add of 256 fp32). Every node uses its own addresses and a 256 MiB write flushes
-    L2 before each sample, so the loads go to HBM; a sleep kernel ahead of each replay hides the host. `eager`
-    rows: 100 back-to-back launches of the empty kernel (and of a PyTorch add) with the host's launch cost
-    included; `eager_hidden` rows: one launch between two events, the host hidden by a sleep ahead (the GPU's
-    own cost of it). Decode steps of small batches are chains of such kernels: the model's per-kernel floor
-    and graph-node cost.
+    L2 before each sample, so the loads go to HBM; a sleep kernel ahead of each replay hides the host.
+    `eager_hidden` rows: one launch between two events, the host hidden by a sleep ahead (the GPU's own cost of
+    it). The host's cost of an eager launch is the host probe's (`probe_host`). Decode steps of small batches are
+    chains of such kernels: the model's per-kernel floor and graph-node cost.
     """
     import torch
 
@@ -388,11 +387,6 @@ def probe_floor(env: dict, quick: bool) -> list[dict]:
                      "bytes_moved": moved, "l2_flushed": True, **summarize(times)})
         print(f"floor {variant:14} graph: {rows[-1]['time_s_median'] * 1e6:6.2f} us per node", flush=True)
         del graph
-    times = bench(lambda: [k.empty_kernel[(1,)](src) for _ in range(FLOOR_NODES)], FLOOR_NODES,
-                  hide_host_gaps=False)
-    rows.append({"variant": "empty", "launch_mode": "eager", "nodes": FLOOR_NODES, "programs": 1, "bytes_moved": 0,
-                 "l2_flushed": False, **summarize(times)})
-    print(f"floor empty eager: {rows[-1]['time_s_median'] * 1e6:6.2f} us per launch", flush=True)
     # Empty kernels of many workgroups, one node each: the dispatcher's cost per workgroup handed to a CU.
     for per_sm in FLOOR_GRID_PER_SM:
         for warps in FLOOR_GRID_WARPS:
@@ -440,13 +434,7 @@ def probe_floor(env: dict, quick: bool) -> list[dict]:
                       f"{rows[-1]['time_s_median'] * 1e6:7.2f} us per node", flush=True)
                 del graph
     del big_src, big_dst
-    # A PyTorch op launched eagerly, back to back: the host cost of the C++ dispatcher, which eager serving
-    # kernels pay (the empty Triton kernel above pays Triton's Python launcher instead).
     a, b, c = src[:256], src[256:512], dst[:256]
-    times = bench(lambda: [torch.add(a, b, out=c) for _ in range(FLOOR_NODES)], FLOOR_NODES, hide_host_gaps=False)
-    rows.append({"variant": "torch_add_256", "launch_mode": "eager", "nodes": FLOOR_NODES, "programs": 0,
-                 "bytes_moved": 3 * 1024, "l2_flushed": False, **summarize(times)})
-    print(f"floor torch_add_256 eager: {rows[-1]['time_s_median'] * 1e6:6.2f} us per launch", flush=True)
     # One eager launch between two events, a sleep kernel queued ahead so the host is hidden: what the GPU itself
     # spends on a launch outside a graph (the suites' eager rows with host_gaps=hidden are timed this way).
     hidden = {"empty": (1, 0, lambda: k.empty_kernel[(1,)](src)),
@@ -456,6 +444,35 @@ def probe_floor(env: dict, quick: bool) -> list[dict]:
         rows.append({"variant": variant, "launch_mode": "eager_hidden", "nodes": 1, "programs": programs,
                      "bytes_moved": moved, "l2_flushed": False, **summarize(times)})
         print(f"floor {variant} eager, host hidden: {rows[-1]['time_s_median'] * 1e6:6.2f} us per launch", flush=True)
+    return rows
+
+
+def probe_host(env: dict, quick: bool) -> list[dict]:
+    """The host's cost of an eager launch: 100 back-to-back launches a sample of an empty kernel through Triton's
+    Python launcher (`empty`) and of a PyTorch add of 256 fp32 (`torch_add_256`, the C++ dispatcher that eager
+    serving kernels pay), host gaps included, per launch. The samples are taken in rounds spread over minutes
+    (`timing.spaced_bench`): on the cloud VMs the cost is 1.45 times the usual in spells of tens of seconds."""
+    import torch
+
+    from validation.companion.bench.timing import DEVICE, HOST_ROUND_GAP_S, HOST_ROUNDS, spaced_bench
+    from validation.companion.kernels import probes as k
+    from validation.measure_output import summarize
+
+    src = torch.randn(512, device=DEVICE)
+    a, b, c = src[:256], src[256:], torch.zeros(256, device=DEVICE)
+    rounds = 3 if quick else HOST_ROUNDS
+    launches = {"empty": lambda: [k.empty_kernel[(1,)](src) for _ in range(FLOOR_NODES)],
+                "torch_add_256": lambda: [torch.add(a, b, out=c) for _ in range(FLOOR_NODES)]}
+    times = spaced_bench({name: (launch, FLOOR_NODES) for name, launch in launches.items()}, rounds)
+    torch.cuda.synchronize()
+    if not torch.equal(c, a + b):
+        raise ProbeError("host torch_add_256: the add is wrong")
+    rows = []
+    for variant, samples in times.items():
+        rows.append({"variant": variant, "launch_mode": "eager", "nodes": FLOOR_NODES, "rounds": rounds,
+                     "gap_s": HOST_ROUND_GAP_S, **summarize(samples)})
+        print(f"host {variant:14} eager: {rows[-1]['time_s_median'] * 1e6:6.2f} us per launch (p10 "
+              f"{rows[-1]['time_s_p10'] * 1e6:.2f}, p90 {rows[-1]['time_s_p90'] * 1e6:.2f})", flush=True)
     return rows
 
 
@@ -1012,7 +1029,7 @@ def probe_rows(env: dict, quick: bool) -> list[dict]:
 PROBE_FUNCTIONS: dict[str, Callable[[dict, bool], list[dict]]] = {
     "latency": probe_latency, "mlp": probe_mlp, "l2": probe_l2, "floor": probe_floor, "issue": probe_issue,
     "mma": probe_mma, "smem": probe_smem, "clock": probe_clock, "peer": probe_peer, "grid": probe_grid,
-    "rows": probe_rows,
+    "rows": probe_rows, "host": probe_host,
 }
 if tuple(PROBE_FUNCTIONS) != spec.PROBES:
     raise RuntimeError(f"bench probes {tuple(PROBE_FUNCTIONS)} differ from validation.probes.PROBES {spec.PROBES}")

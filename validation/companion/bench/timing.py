@@ -8,7 +8,9 @@ from __future__ import annotations
 import datetime
 import math
 import subprocess
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Hashable, Mapping
+from typing import TypeVar
 
 import torch
 import triton
@@ -35,6 +37,10 @@ CLOCK_WARM_S = 0.5
 REL_ERR_MAX = {BF16: 1e-2, FP8: 6e-2}
 GRAPH_WARMUP_CALLS = 3
 DEVICE = "cuda"
+# Host-bound samples (eager launches, host gaps included) are taken in rounds this far apart (`spaced_bench`).
+HOST_ROUNDS = 12
+HOST_ROUND_GAP_S = 10.0
+Key = TypeVar("Key", bound=Hashable)
 
 
 class MeasurementError(RuntimeError):
@@ -109,6 +115,24 @@ def bench(sample: Callable[[], object], ops_per_sample: int, hide_host_gaps: boo
         sample()
     torch.cuda.synchronize()
     return [t / ops_per_sample for t in _time_samples(sample, repeats, hide_host_gaps)]
+
+
+def spaced_bench(samples: Mapping[Key, tuple[Callable[[], object], int]], rounds: int = HOST_ROUNDS,
+                 gap_s: float = HOST_ROUND_GAP_S) -> dict[Key, list[float]]:
+    """Per-op seconds of host-bound samples ({name: (sample, ops per sample)}, host gaps included), `bench`ed in
+    `rounds` rounds `gap_s` apart, every sample in every round.
+
+    On the cloud VMs the host's cost of an eager launch has two values in time: spells of tens of seconds at about
+    1.45 times the usual cost, in any process on any vCPU (validation/NOTES.md, "Eager launch costs"). One block of
+    samples lies inside a spell or outside it; samples spread over minutes hold each value in proportion to its
+    time, and their median is the usual cost while spells take less than half the time."""
+    times: dict[Key, list[float]] = {name: [] for name in samples}
+    for r in range(rounds):
+        if r:
+            time.sleep(gap_s)
+        for name, (sample, ops) in samples.items():
+            times[name] += bench(sample, ops, hide_host_gaps=False)
+    return times
 
 
 def capture_graph(body: Callable[[], object]) -> torch.cuda.CUDAGraph:
