@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -11,11 +12,17 @@ from pathlib import Path
 QUICK = ["--set", "workload.sessions=4", "--set", "workload.turns_mean=4"]
 
 
+def _interruptible() -> None:
+    """In the child before it starts: SIGINT acts as usual. A test run started in the background by a
+    non-interactive shell ignores SIGINT, its children inherit that, and Python then leaves SIGINT ignored."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def start(argv: list[str], delay_s: float = 0.0, **popen) -> subprocess.Popen:
     """`infersim ARGV` as a child process; `delay_s` pauses after each file of --out (a wider window to hit)."""
     env = {**os.environ, "INFERSIM_WRITE_DELAY_S": str(delay_s)}
     return subprocess.Popen([sys.executable, "-m", "infersim.cli", *argv], env=env, stderr=subprocess.PIPE,
-                            **{"stdout": subprocess.DEVNULL, **popen})
+                            preexec_fn=_interruptible, **{"stdout": subprocess.DEVNULL, **popen})
 
 
 def staging(out: Path) -> list[Path]:
