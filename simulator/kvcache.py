@@ -101,8 +101,12 @@ class KVCache:
     """Paged KV blocks shared between sequences through a prefix cache; None capacity never evicts."""
 
     def __init__(self, capacity_blocks: int | None, block_tokens: int = 16, *,
-                 checkpoint_tokens: int | None = None, host_capacity_blocks: int = 0) -> None:
+                 checkpoint_tokens: int | None = None, host_capacity_blocks: int = 0, snapshots: bool = True) -> None:
+        """`snapshots`: keep each released prompt's blocks for its session's next turn (`_lookup`'s fast path, the
+        same result as looking every block up); a stream whose prompts never extend an earlier one (a random
+        workload) gains nothing from them and skips their bookkeeping."""
         self._block_tokens = _check_positive("block_tokens", block_tokens)
+        self._snapshots = snapshots
         self._checkpoint_tokens = (None if checkpoint_tokens is None
                                    else _check_positive("checkpoint_tokens", checkpoint_tokens))
         if capacity_blocks is None:
@@ -217,7 +221,7 @@ class KVCache:
         new = self._take(need)
         self._refs[new] = 1
         self._register(new[: len(fresh)], array[hit_blocks:], fresh)
-        prompt = (int(array[-1]), array.size) if array.size else None
+        prompt = (int(array[-1]), array.size) if array.size and self._snapshots else None
         self._seqs[seq_id] = _Held(np.concatenate((held, new)) if held.size else new, prompt)
         if tail is not None:
             del self._tails[tail]

@@ -176,7 +176,8 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
     block_bytes = memory.kv_bytes_per_token * block
     host_blocks = int(scenario.cache.host_offload_gb_per_gpu * 1e9 // block_bytes) if block_bytes else 0
     kv = KVCache(capacity_blocks=max(1, memory.kv_capacity_tokens // block), block_tokens=block,
-                 checkpoint_tokens=checkpoint, host_capacity_blocks=host_blocks)
+                 checkpoint_tokens=checkpoint, host_capacity_blocks=host_blocks,
+                 snapshots=scenario.workload.kind is not WorkloadKind.RANDOM)  # random prompts extend none
     max_model_len = max_model_len_of(scenario, kv)
     stream = stream_of(scenario, rng)
     _check_window(scenario, stream, max_model_len)

@@ -199,6 +199,21 @@ def test_unlimited_cache_reaches_theoretical_reuse_and_a_small_one_does_not(agen
     assert small.evictions > 0
 
 
+def test_without_snapshots_a_multi_turn_stream_gets_the_same_hits_and_blocks(agentic):
+    """Snapshots are a fast path of the look-up only: a cache that keeps none hands out the same blocks."""
+    largest_request = -(-int(agentic.prompt_tokens.max()) // agentic.block_tokens)
+    capacity = max(np.unique(agentic.hash_pool).size // 20, largest_request)
+    fast, plain = (KVCache(capacity, agentic.block_tokens, snapshots=kept) for kept in (True, False))
+    for i in range(len(agentic)):
+        tokens = int(agentic.prompt_tokens[i])
+        assert fast.allocate(i, agentic.hashes(i), tokens) == plain.allocate(i, agentic.hashes(i), tokens)
+        assert fast.blocks(i) == plain.blocks(i)
+        fast.free(i)
+        plain.free(i)
+    assert fast.evictions == plain.evictions > 0 and fast.hits_tokens == plain.hits_tokens > 0
+    assert fast.lru_blocks() == plain.lru_blocks()
+
+
 class NaiveCache:
     """The same policy written the obvious way (one block at a time), as a reference for KVCache."""
 
