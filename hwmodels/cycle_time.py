@@ -160,6 +160,9 @@ def workgroup_s(program: Program, gpu: GPU, resident: int, warps: int, streaming
     per_scheduler = max(1.0, resident * warps / gpu.simds_per_cu)
     setup = (per_scheduler * program.setup_instructions / gpu.boost_clock_hz
              + program.setup_chain.seconds(gpu))
+    if program.setup_cycles_by_warps:  # simulated: the residents' warps issuing their setups together
+        setup = (shared_cycles(program.setup_cycles_by_warps, per_scheduler) / gpu.boost_clock_hz
+                 + program.setup_chain.seconds(gpu))
     if program.setup_load_bytes > 0:
         setup += load_s(resident * program.setup_load_bytes, gpu, curve,
                         cu_share(program, gpu, hbm_bytes_per_s, streaming_cus))

@@ -117,6 +117,9 @@ class Program:
     # increasing order (simulated on the compiled code's instruction stream); empty: the issue and latency
     # terms of `trip_instructions` and `trip_chain` instead.
     trip_cycles_by_warps: tuple[tuple[int, float], ...] = ()
+    # The setup's compute the same way, (warps, cycles) pairs; empty: `setup_instructions` issued per warp and
+    # `setup_chain` instead. Given, it replaces the issue term, and `setup_chain` keeps only its memory waits.
+    setup_cycles_by_warps: tuple[tuple[int, float], ...] = ()
     # True: each trip loads into registers and reduces what it loaded (a sum, a maximum), the shape of the
     # memory-level-parallelism probe's rows: a thread holding more than 32 bytes of such loads keeps only
     # `mlp_deep_thread_share` of them in flight (measured). False: loads streamed to stores, or asynchronous

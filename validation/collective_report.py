@@ -140,7 +140,7 @@ def quickreduce_kernels(gpu_name: str, codec: Codec, world: int) -> KernelAs:
         ran: KernelKind = replace(kernel, threads=QR_WARPS * 32)
         if name == "qr_reduce":
             ran = _ReduceTiles(ran, world)
-        _, trip_cycles, _, trip_loads, by_warps = cycles_of(gpu_name, name, codec.value)  # per tile, no prologue
+        _, trip_cycles, _, trip_loads, by_warps, _ = cycles_of(gpu_name, name, codec.value)  # per tile, no prologue
         # Layout.plan: programs = min(QR_PROGRAMS, seg), seg = the tiles one rank owns (ceil(tiles / world))
         tiles = -(-kernel.values // kernel.codec.tile_values)
         seg = tiles if name == "qr_reduce" else -(-tiles // world)

@@ -94,18 +94,22 @@ def _timed(program: Program, outside: int, per_trip: int, timed: tuple) -> Progr
     in series (a load whose address or issue waits on another) join its chain at the DRAM latency; those
     outside the loop join the setup.
     """
-    outside_cycles, _, outside_loads, trip_loads, by_warps = timed
+    outside_cycles, _, outside_loads, trip_loads, by_warps, *setup = timed
+    setup_by_warps = setup[0] if setup else ()
     if per_trip and trip_loads >= UNPIPELINED_ROUND_TRIPS:
         program = replace(program, prefetch=0)
     # round trips the program's own loads pay (Little's law): its setup's load, then each trip's
     setup_own = 1.0 if program.setup_load_bytes > 0 else 0.0
     if per_trip:
         extra = 0.0 if program.prefetch >= 1 else max(0.0, trip_loads - 1.0)
-        setup_chain = Chain(cycles=max(0.0, outside_cycles - outside), dram=max(0.0, outside_loads - setup_own))
+        # the set-up's compute simulated with its warps together where given, else one warp's stalls
+        setup_chain = Chain(cycles=0.0 if setup_by_warps else max(0.0, outside_cycles - outside),
+                            dram=max(0.0, outside_loads - setup_own))
     else:  # everything is the one trip, the setup's load included
         extra = max(0.0, outside_loads - 1.0 - setup_own)
         setup_chain = Chain()
-    return replace(program, trip_chain=Chain(dram=extra), setup_chain=setup_chain, trip_cycles_by_warps=by_warps)
+    return replace(program, trip_chain=Chain(dram=extra), setup_chain=setup_chain, trip_cycles_by_warps=by_warps,
+                   setup_cycles_by_warps=setup_by_warps if per_trip else ())
 
 
 def compare(

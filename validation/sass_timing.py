@@ -41,6 +41,7 @@ from pathlib import Path
 
 from hwmodels.spec import GPU, load_gpu
 
+WAVEFRONT_BYTES = 128  # one shared-memory wavefront: 32 banks of 4 bytes (`validation.companion.bench.sass_lanes`)
 NO_BARRIER = 7  # `validation.companion.bench.sass.NO_BARRIER`: an instruction that sets no barrier
 
 DATA_DIR = Path(__file__).parent / "data" / "sass_counts"
@@ -128,9 +129,9 @@ _RUNS = 4
 
 
 def shared_trip_cycles(gpu: GPU | str, kernel: str, config: str, warps_per_scheduler: float, table: str = "h200",
-                       without: tuple[str, ...] = ()) -> tuple[float, float]:
+                       without: tuple[str, ...] = (), shared_pipe: bool = True) -> tuple[float, float]:
     """(prologue cycles, cycles per loop trip; 0 without a loop) of `warps_per_scheduler` warps running the
-    kernel's code on one warp scheduler that issues at most one instruction per cycle.
+    kernel's code on each warp scheduler of one SM, each scheduler issuing at most one instruction per cycle.
 
     A cycle-by-cycle (event-driven) simulation of the sections' instruction streams (`stream` in the timing
     table): each warp issues its stream in order; an instruction may issue once its warp's previous
@@ -150,9 +151,15 @@ def shared_trip_cycles(gpu: GPU | str, kernel: str, config: str, warps_per_sched
     steady state. A loop unrolled in several copies gives the mean over the copies, as `warp_cycles`. A kernel
     without a loop (one tile a workgroup) is run `_RUNS` times back to back by each warp, the warps' starts
     staggered over one run (`_repeated_run_cycles`): the workgroups resident on a CU did not start together.
-    BAR.SYNC costs nothing (as in `warp_cycles`: the warps are not taken to be of one workgroup). With one
-    warp this is `warp_cycles` up to the steady state of loop-carried waits (`warp_cycles` iterates it to a
-    fixed point, here two trips) and the waits after a loop on its producers (static distances there).
+    BAR.SYNC costs nothing (as in `warp_cycles`: the warps are not taken to be of one workgroup).
+    The SM's schedulers (`simds_per_cu`) each run that many warps and share one shared-memory pipe (with
+    `shared_pipe`; `issue_streams`): a shared access takes as many of its cycles as its wavefronts, bank
+    conflicts included (the timing table's "shared", `validation.companion.bench.sass_lanes`), its result
+    comes later by its extra wavefronts and by the backlog it queued behind, and a warp whose access finds
+    more than `SHARED_QUEUE_CYCLES` of backlog waits to issue it. Without `shared_pipe` the schedulers are
+    independent and one is simulated. With one warp and no shared pipe this is `warp_cycles` up to the steady
+    state of loop-carried waits (`warp_cycles` iterates it to a fixed point, here two trips) and the waits
+    after a loop on its producers (static distances there).
     """
     if warps_per_scheduler <= 0:
         raise ValueError(f"warps_per_scheduler must be positive, not {warps_per_scheduler}")
@@ -160,7 +167,14 @@ def shared_trip_cycles(gpu: GPU | str, kernel: str, config: str, warps_per_sched
     latency = latencies(spec)
     latency = tuple(sorted((cls, 0.0 if cls in without else value) for cls, value in latency.items()))
     return _shared_trip_cycles(table, kernel, config, math.ceil(warps_per_scheduler), latency,
-                               tuple(sorted(pipe_cycles(spec).items())), tuple(sorted(issue_cycles(spec).items())))
+                               tuple(sorted(pipe_cycles(spec).items())), tuple(sorted(issue_cycles(spec).items())),
+                               *((wavefront_cycles(spec), spec.simds_per_cu) if shared_pipe else ()))
+
+
+def wavefront_cycles(gpu: GPU) -> float:
+    """Cycles the SM's shared-memory pipe takes per 128-byte wavefront: it moves `lds_bytes_per_clock_per_cu`
+    (on the H200 the smem probe's 118 B a clock, Triton's layout conversion; 128 is the banked peak)."""
+    return WAVEFRONT_BYTES / gpu.lds_bytes_per_clock_per_cu
 
 
 # Warp instructions per clock per SM of the pipes the probes did not measure (assumptions, `pipe_cycles`):
@@ -190,29 +204,39 @@ def issue_cycles(gpu: GPU) -> dict[str, float]:
 @cache
 def _shared_trip_cycles(table: str, kernel: str, config: str, warps: int, latency: tuple[tuple[str, float], ...],
                         occupancy: tuple[tuple[str, float], ...] = (),
-                        issue: tuple[tuple[str, float], ...] = ()) -> tuple[float, float]:
+                        issue: tuple[tuple[str, float], ...] = (),
+                        wavefront: float = 0.0, schedulers: int = 1) -> tuple[float, float]:
     row, lat = timeline(kernel, config, table), dict(latency)
     prologue = row["prologue"].get("stream", [])
     prologue_pipes = row["prologue"].get("pipes", "")
+    prologue_shared = row["prologue"].get("shared", [])
     if not prologue and row["prologue"].get("stall_cycles"):
         raise ValueError(f"the timing table {table}_timing.json has no instruction streams "
                          "(rewrite it: python -m validation.companion.bench sass-counts)")
     copies = row.get("loop_copies") or ([row["loop"]] if row["loop"] else [])
     if not copies:
-        return _repeated_run_cycles(prologue, prologue_pipes, warps, lat, dict(occupancy), dict(issue)), 0.0
+        return _repeated_run_cycles(prologue, prologue_pipes, warps, lat, dict(occupancy), dict(issue),
+                                    prologue_shared, wavefront, schedulers), 0.0
     # The main path as one warp issues it: the prologue up to each copy of the loop, the copy `_TRIPS` times,
     # the rest of the prologue (so the waits after a loop find its producers, as `warp_timeline` has them).
-    parts, pipes, kinds, done = [], [], [], 0
+    parts, pipes, shared, kinds, done = [], [], [], [], 0
+
+    def cut(start: int, end: int | None) -> list:  # the prologue's shared accesses in [start, end), re-indexed
+        return [[i - start, n] for i, n in prologue_shared if i >= start and (end is None or i < end)]
+
     for copy in copies:
         parts += [prologue[done:copy["entry"]], *[copy["stream"]] * _TRIPS]
         pipes += [prologue_pipes[done:copy["entry"]], *[copy.get("pipes", "")] * _TRIPS]
+        shared += [cut(done, copy["entry"]), *[copy.get("shared", [])] * _TRIPS]
         kinds += ["prologue", *[len(kinds)] * _TRIPS]  # a copy's trips, tagged by where they start
         done = copy["entry"]
     parts.append(prologue[done:])
     pipes.append(prologue_pipes[done:])
+    shared.append(cut(done, None))
     kinds.append("prologue")
     known = all(len(p) == len(q) for p, q in zip(pipes, parts, strict=True))
-    ends = issue_streams(parts, warps, lat, pipes if known else None, dict(occupancy), dict(issue))
+    ends = issue_streams(parts, warps, lat, pipes if known else None, dict(occupancy), dict(issue),
+                         shared=shared, wavefront_cycles=wavefront, schedulers=schedulers)
     spans = [end - start for start, end in zip([0.0, *ends], ends, strict=False)]
     prologue_cycles = sum(span for span, kind in zip(spans, kinds, strict=True) if kind == "prologue")
     # a copy's trip: its `_TRIPS` trips over all warps, averaged (warps that run ahead into the next trip while
@@ -225,48 +249,75 @@ def _shared_trip_cycles(table: str, kernel: str, config: str, warps: int, latenc
 
 
 def _repeated_run_cycles(stream: list, pipes: str, warps: int, latency: Mapping[str, float],
-                         occupancy: Mapping[str, float], issue: Mapping[str, float]) -> float:
+                         occupancy: Mapping[str, float], issue: Mapping[str, float], shared: list | None = None,
+                         wavefront: float = 0.0, schedulers: int = 1) -> float:
     """Cycles per run of a kernel without a loop when each of `warps` warps runs it `_RUNS` times back to back,
     the warps' first runs staggered evenly over one warp's run alone (the workgroups resident on a CU started
     at different times: their conversions and their integer work interleave instead of contending in step);
     the mean span of the runs after the first."""
     known = len(pipes) == len(stream)
-    alone = issue_streams([stream], 1, latency, [pipes] if known else None, occupancy, issue)[0]
+    shared = shared or []
+    alone = issue_streams([stream], 1, latency, [pipes] if known else None, occupancy, issue,
+                          shared=[shared], wavefront_cycles=wavefront)[0]
     starts = [alone * w / warps for w in range(warps)]
     ends = issue_streams([stream] * _RUNS, warps, latency, [pipes] * _RUNS if known else None, occupancy, issue,
-                         starts)
+                         starts, shared=[shared] * _RUNS, wavefront_cycles=wavefront, schedulers=schedulers)
     return (ends[-1] - ends[0]) / (_RUNS - 1)
+
+
+# Backlog of the SM's shared-memory pipe, in cycles, up to which a warp still issues its shared access into the
+# MIO queue (beyond it the warp waits: the MIO throttle). NVIDIA does not publish the queue's depth: 32 cycles
+# (32 wavefronts: eight 128-bit or LDSM.x4 accesses queued across the SM) is an assumption; see
+# validation/NOTES.md for what 0 and 64 change.
+SHARED_QUEUE_CYCLES = 32.0
 
 
 def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float], pipes: list[str] | None = None,
                   occupancy: Mapping[str, float] | None = None, issue: Mapping[str, float] | None = None,
-                  starts: Sequence[float] | None = None) -> list[float]:
-    """`warps` warps issuing the instruction streams `parts` one after the other on one scheduler
-    (`shared_trip_cycles` says how); per part, the cycle at which the last warp has finished it (issued its last
-    instruction and that instruction's stall elapsed; the end of the part before for an empty part). With
-    `pipes` (per part, one character per instruction: `validation.companion.bench.sass.pipe_of`) an instruction
-    also waits for its pipe, which each issue holds for `occupancy[pipe]` cycles (a scheduler's warps share it),
-    and holds the scheduler for `issue[pipe]` cycles (one where not given) before it issues the next. `starts`:
-    the cycle each warp may issue its first instruction (all at 0 when not given).
+                  starts: Sequence[float] | None = None, shared: list[list] | None = None,
+                  wavefront_cycles: float = 0.0, schedulers: int = 1) -> list[float]:
+    """`warps` warps on each of `schedulers` schedulers of one SM issuing the instruction streams `parts` one
+    after the other (`shared_trip_cycles` says how); per part, the cycle at which the last warp has finished it
+    (issued its last instruction and that instruction's stall elapsed; the end of the part before for an empty
+    part). Each scheduler issues at most one instruction a cycle from its own warps. With `pipes` (per part, one
+    character per instruction: `validation.companion.bench.sass.pipe_of`) an instruction also waits for its
+    pipe, which each issue holds for `occupancy[pipe]` cycles (a scheduler's warps share it), and holds the
+    scheduler for `issue[pipe]` cycles (one where not given) before it issues the next. `starts`: the cycle each
+    of a scheduler's warps may issue its first instruction (all at 0 when not given; the same on every
+    scheduler). With `shared` (per part, the section's [index, wavefronts] pairs: `warp_timeline`) and
+    `wavefront_cycles` (cycles the SM's shared-memory pipe takes per wavefront), an instruction that uses the
+    pipe waits until the pipe, which all schedulers share, is free and holds it for its wavefronts (a busy
+    pipe stalls the warp: the MIO throttle), and its result comes its class's latency after issue plus its
+    extra wavefronts (a conflicted load returns later).
 
     An instruction is [stall, wait_mask, write_barrier, class[, read_barrier[, special]]] (`_compact` of
     `validation.companion.bench.sass`)."""
+    if starts is not None and len(starts) != warps:
+        raise ValueError(f"{len(starts)} starts for {warps} warps a scheduler")
     stream = [ins for part in parts for ins in part]
     pipe_of = "".join(pipes) if pipes else "-" * len(stream)
     hold = [(occupancy or {}).get(p, 1.0) for p in pipe_of]
     busy = [(issue or {}).get(p, 1.0) for p in pipe_of]
-    free: dict[str, float] = {}  # per pipe: the cycle it takes its next instruction
+    fronts = [0.0] * len(stream)
+    offset = 0
+    for p, part in enumerate(parts):
+        for index, count in (shared[p] if shared else ()):
+            fronts[offset + index] = count
+        offset += len(part)
+    if not wavefront_cycles:
+        fronts = [0.0] * len(stream)
     bounds = list(itertools.accumulate(len(part) for part in parts))
     read_latency = latency.get("operand_read", 0.0)
     # Per instruction, what the loop below needs: stall, waited barriers, (barrier, latency) set, special.
     decoded = []
-    for ins in stream:
+    for i, ins in enumerate(stream):
         stall, mask, write, cls = ins[:4]
         read = ins[4] if len(ins) > 4 else NO_BARRIER
         special = ins[5] if len(ins) > 5 else None
         sets = []
         if write != NO_BARRIER:
-            sets.append((write, latency.get(cls, latency.get("other", 0.0))))
+            extra = max(0.0, fronts[i] - 1.0) * wavefront_cycles
+            sets.append((write, latency.get(cls, latency.get("other", 0.0)) + extra))
         if read != NO_BARRIER:
             sets.append((read, read_latency))
         if special and special[0] == "gmma":
@@ -276,12 +327,16 @@ def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float], p
             retire = (6 if special[1] == "gsb0" else special[1], special[2])
         decoded.append((stall, tuple(k for k in range(6) if mask >> k & 1), tuple(sets), retire))
     n = len(decoded)
-    pos = [0] * warps  # next instruction of each warp
-    ready = [0.0] * warps  # earliest cycle its next instruction may issue
-    pending = [[[] for _ in range(7)] for _ in range(warps)]  # per barrier (6 = gsb0), completion cycles
-    ends = [[0.0] * len(parts) for _ in range(warps)]
-    order = list(range(warps))  # least recently issued first
-    active = [w for w in range(warps) if n]
+    total = warps * schedulers  # warp w runs on scheduler w % schedulers
+    pos = [0] * total  # next instruction of each warp
+    ready = [0.0] * total  # earliest cycle its next instruction may issue
+    pending = [[[] for _ in range(7)] for _ in range(total)]  # per barrier (6 = gsb0), completion cycles
+    ends = [[0.0] * len(parts) for _ in range(total)]
+    order = [list(range(s, total, schedulers)) for s in range(schedulers)]  # least recently issued first
+    active = [[w for w in order[s] if n] for s in range(schedulers)]
+    clock = [0.0] * schedulers  # the cycle each scheduler may issue next
+    free: list[dict[str, float]] = [{} for _ in range(schedulers)]  # per scheduler and pipe: when it is free
+    shared_free = 0.0  # the cycle the SM's shared-memory pipe takes its next wavefront
 
     def wait(w: int, earliest: float) -> float:
         """The cycle warp w's next instruction may issue, retiring the barriers it waits on."""
@@ -298,36 +353,47 @@ def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float], p
                 del pending[w][k][:cut]
         return earliest
 
-    for w in active:
-        ready[w] = wait(w, starts[w] if starts else 0.0)
-    def pipe_free(i: int) -> float:
-        return free.get(pipe_of[i], 0.0) if hold[i] > 1 else 0.0
+    for s in range(schedulers):
+        for w in active[s]:
+            ready[w] = wait(w, starts[w // schedulers] if starts else 0.0)
 
-    t = 0.0
-    while active:
-        pick = next((w for w in order if pos[w] < n and ready[w] <= t and pipe_free(pos[w]) <= t), None)
+    def pipe_free(s: int, i: int) -> float:
+        at = free[s].get(pipe_of[i], 0.0) if hold[i] > 1 else 0.0
+        return max(at, shared_free - SHARED_QUEUE_CYCLES) if fronts[i] else at
+
+    live = [s for s in range(schedulers) if active[s]]
+    while live:
+        s = min(live, key=clock.__getitem__)  # the scheduler that issues first
+        t = clock[s]
+        pick = next((w for w in order[s] if pos[w] < n and ready[w] <= t and pipe_free(s, pos[w]) <= t), None)
         if pick is None:
-            t = max(t, min(max(ready[w], pipe_free(pos[w])) for w in active))
+            clock[s] = max(t, min(max(ready[w], pipe_free(s, pos[w])) for w in active[s]))
             continue
-        if hold[pos[pick]] > 1:
-            free[pipe_of[pos[pick]]] = t + hold[pos[pick]]
-        stall, _, sets, _ = decoded[pos[pick]]
-        for k, lat in sets:
-            pending[pick][k].append(t + lat)
         i = pos[pick]
+        if hold[i] > 1:
+            free[s][pipe_of[i]] = t + hold[i]
+        queued = 0.0
+        if fronts[i]:
+            queued = max(0.0, shared_free - t)
+            shared_free = t + queued + fronts[i] * wavefront_cycles
+        stall, _, sets, _ = decoded[i]
+        for k, lat in sets:
+            pending[pick][k].append(t + queued + lat)
         pos[pick] += 1
-        order.remove(pick)
-        order.append(pick)
+        order[s].remove(pick)
+        order[s].append(pick)
         for p, bound in enumerate(bounds):
             if i + 1 == bound:
                 ends[pick][p] = t + stall
         if pos[pick] < n:
             ready[pick] = wait(pick, t + stall)
         else:
-            active.remove(pick)
-        t += busy[i]
-    for w in range(warps):  # an empty part ends where the one before it did
+            active[s].remove(pick)
+            if not active[s]:
+                live.remove(s)
+        clock[s] = t + busy[i]
+    for w in range(total):  # an empty part ends where the one before it did
         for p in range(1, len(parts)):
             if bounds[p] == bounds[p - 1]:
                 ends[w][p] = ends[w][p - 1]
-    return [max(ends[w][p] for w in range(warps)) for p in range(len(parts))]
+    return [max(ends[w][p] for w in range(total)) for p in range(len(parts))]

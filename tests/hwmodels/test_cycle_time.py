@@ -237,3 +237,15 @@ def test_a_simulated_trip_interpolates_between_the_simulated_warp_counts():
     assert shared_cycles(table, 16) == pytest.approx(2600.0 * 2)  # beyond the table: its cycles per warp
     program = Program(trips=1, trip_instructions=100, trip_cycles_by_warps=table)
     assert trip_s(program, H200, 2, 4, 1, CURVE, HBM) == pytest.approx(1100.0 / H200.boost_clock_hz)
+
+
+def test_a_simulated_setup_replaces_the_issue_count_and_keeps_its_memory_waits():
+    from hwmodels.cycle_time import workgroup_s
+
+    table = ((1, 20000.0), (2, 50000.0))
+    plain = Program(setup_instructions=5000, setup_chain=Chain(dram=2.0))
+    simulated = replace(plain, setup_cycles_by_warps=table)
+    dram = Chain(dram=2.0).seconds(H200)
+    # two resident workgroups of 4 warps: two warps a scheduler, the table's second row, plus the two round trips
+    assert workgroup_s(simulated, H200, 2, 4, 132, CURVE, HBM) == pytest.approx(50000.0 / H200.boost_clock_hz + dram)
+    assert workgroup_s(plain, H200, 2, 4, 132, CURVE, HBM) == pytest.approx(2 * 5000 / H200.boost_clock_hz + dram)

@@ -9,8 +9,9 @@ import pytest
 
 from hwmodels.spec import load_gpu
 from validation.companion.bench.sass import NO_BARRIER, control, count, warp_timeline
-from validation.sass_counts import DATA_DIR
+from validation.sass_counts import DATA_DIR, PIPELINED_CLASSES
 from validation.sass_timing import (
+    SHARED_QUEUE_CYCLES,
     issue_cycles,
     issue_streams,
     pipe_cycles,
@@ -18,6 +19,7 @@ from validation.sass_timing import (
     shared_trip_cycles,
     timeline,
     warp_cycles,
+    wavefront_cycles,
 )
 
 LATENCY = {"global_load": 500.0, "shared": 30.0, "sfu": 20.0, "other": 4.0, "operand_read": 4.0, "barrier": 0.0}
@@ -170,9 +172,11 @@ def test_a_compiled_row_takes_its_chains_from_the_sass_timeline():
     program = Compiled(mla, (None,), (None,), ((outside, per_trip),), (cycles,)).launches()[0].program
     assert program.prefetch == 0
     assert [n for n, _ in program.trip_cycles_by_warps] == list(SIMULATED_WARPS)
-    # one warp: its own timeline, but for the cycles its conversions, shuffles and integer multiply-adds hold the
-    # scheduler beyond their stalls
-    assert cycles[1] <= program.trip_cycles_by_warps[0][1] <= 1.03 * cycles[1]
+    # one warp a scheduler: its own timeline, but for the cycles its conversions, shuffles and integer multiply-adds
+    # hold the scheduler beyond their stalls, and for the shared-memory pipe the SM's four warps share
+    alone = shared_trip_cycles("h200", "mla_decode", config, 1, without=PIPELINED_CLASSES, shared_pipe=False)[1]
+    assert cycles[1] <= alone <= 1.03 * cycles[1]
+    assert alone < program.trip_cycles_by_warps[0][1] <= 1.3 * alone
     assert program.trip_chain.dram == pytest.approx(max(0.0, cycles[3] - 1))
     assert program.setup_chain.dram == pytest.approx(cycles[2])
     # a loop fed a trip ahead (its loads waited for nowhere in the trip) keeps the kernel's pipeline
@@ -252,7 +256,7 @@ def test_shared_trip_cycles_of_one_warp_is_its_static_timeline():
     # one warp: the compiler's stalls already space most same-pipe instructions; the pipes add a little
     config = "splits=1 even=True"
     for without in ((), ("global_load", "async_copy")):
-        shared = shared_trip_cycles("h200", "mla_decode", config, 1, without=without)
+        shared = shared_trip_cycles("h200", "mla_decode", config, 1, without=without, shared_pipe=False)
         static = warp_cycles("h200", "mla_decode", config, without=without)
         assert static[1] * 0.98 <= shared[1] <= static[1] * 1.05, without
         assert static[0] * 0.95 <= shared[0] <= static[0] * 1.25, without  # the prologue: address arithmetic
@@ -300,7 +304,7 @@ def test_staggered_starts_let_warps_interleave_their_conversions():
     per_run = (staggered[-1] - staggered[0]) / 2
     assert together > 8 * 64 * 1.5  # the conversions of all warps in series first
     assert per_run == pytest.approx(8 * 64, rel=0.05)  # issue-bound once interleaved
-    with pytest.raises(IndexError):
+    with pytest.raises(ValueError, match="1 starts for 2 warps"):
         issue_streams([part], 2, LATENCY, starts=[0.0])  # a start for every warp
 
 
@@ -347,3 +351,36 @@ def test_many_warps_never_issue_a_trip_faster_than_one_instruction_a_cycle(kerne
     for warps in (8, 16):
         trip = shared_trip_cycles("h200", kernel, config, warps)[1]
         assert trip >= warps * (int(row["loop_instructions"]) - 1), warps
+
+
+def test_the_shared_pipe_is_one_for_the_sm_and_a_conflict_delays_the_result():
+    # a warp storing 8 wavefronts each, 16 times, stalls only for its pipe: alone, 16 x 8 x 1 cycles plus issue
+    store = [1, 0, NO_BARRIER, None]
+    part = [store] * 16
+    fronts = [[[i, 8.0] for i in range(16)]]
+    alone, = issue_streams([part], 1, LATENCY, shared=fronts, wavefront_cycles=1.0)
+    four, = issue_streams([part], 1, LATENCY, shared=fronts, wavefront_cycles=1.0, schedulers=4)
+    free, = issue_streams([part], 1, LATENCY, schedulers=4)  # no wavefronts given: the schedulers independent
+    assert free == pytest.approx(16)
+    # the last store issues once the backlog ahead of it is down to the queue (then its one issue cycle)
+    assert alone == pytest.approx(16 * 8 - 8 - SHARED_QUEUE_CYCLES + 1)
+    # four schedulers, one pipe: four times the wavefronts through it
+    assert four == pytest.approx(4 * 16 * 8 - 8 - SHARED_QUEUE_CYCLES + 1)
+    # a load of 4 wavefronts returns 3 pipe cycles after one of 1, and its user waits for it
+    load = [1, 0, 0, "shared"]
+    use = [1, 1, NO_BARRIER, None]
+    one, = issue_streams([[load, use]], 1, LATENCY, shared=[[[0, 1.0]]], wavefront_cycles=2.0)
+    four_way, = issue_streams([[load, use]], 1, LATENCY, shared=[[[0, 4.0]]], wavefront_cycles=2.0)
+    assert four_way - one == pytest.approx(3 * 2.0)
+
+
+def test_a_loop_kernel_sets_up_with_its_warps_together():
+    # KDA prefill's set-up: its layout conversions' bank conflicts through the SM's one shared-memory pipe make
+    # the eight warps' set-up (two a scheduler) far longer than one warp's stalls
+    alone = warp_cycles("h200", "kda_intra", "chunk=64", without=PIPELINED_CLASSES)[0]
+    together = shared_trip_cycles("h200", "kda_intra", "chunk=64", 2, without=PIPELINED_CLASSES)[0]
+    independent = shared_trip_cycles("h200", "kda_intra", "chunk=64", 2, without=PIPELINED_CLASSES,
+                                     shared_pipe=False)[0]
+    fronts = sum(n for _, n in timeline("kda_intra", "chunk=64")["prologue"]["shared"])
+    assert together >= 8 * fronts * wavefront_cycles(load_gpu("h200")) * 0.95  # the pipe's own time, 8 warps
+    assert together > 1.5 * max(alone, independent)

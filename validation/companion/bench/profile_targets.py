@@ -9,6 +9,8 @@ the suite's random inputs (`suites.kda`); at 704 tokens the intra kernel has 132
 `quickreduce CODEC MIB`: one two-rank all-reduce of MIB MiB of bf16 with both ranks emulated on this GPU (local
 buffers, no link), 1024 programs of 4 warps as the sweep launches it; its six kernels (scatter, reduce and
 gather of each rank).
+`mla SEQS CONTEXT SPLITS`: one split-KV MLA decode (`suites.mla_decode`: 12 heads, unpadded, 576-wide cache rows
+of bf16, uniform lengths) of SEQS sequences of CONTEXT tokens in SPLITS splits, and its merge when split.
 
 Each target runs twice outside the range (compile, warm up), then once between `cudaProfilerStart` and
 `cudaProfilerStop`, so that a profiler started with its range off records one launch of each kernel. A
@@ -107,11 +109,26 @@ def _quickreduce(codec: str, mib: int) -> Callable[[], object]:
     return lambda: em.run(xs, codec, outs)
 
 
+def _mla(seqs: int, context: int, splits: int) -> Callable[[], object]:
+    import functools
+
+    from validation.companion.bench.suites.mla_decode import _inputs
+    from validation.companion.kernels.mla_decode import mla_decode
+    from validation.suites.mla_decode import MlaDecodeCase
+
+    case = MlaDecodeCase(seqs, context, splits, pad_heads_to=0)
+    q, cache, lengths = _inputs(case, "cuda")
+    launch = functools.partial(mla_decode, num_splits=splits, pad_heads_to=0, block_n=case.block_n,
+                               num_warps=case.num_warps)
+    return lambda: launch(q, cache, lengths)
+
+
 def main(argv: Sequence[str]) -> int:
     if argv[:1] == ["summary"] and len(argv) == 2:
         print(summary(argv[1]))
         return 0
-    targets = {"kda": lambda a: _kda(int(a[0])), "quickreduce": lambda a: _quickreduce(a[0], int(a[1]))}
+    targets = {"kda": lambda a: _kda(int(a[0])), "quickreduce": lambda a: _quickreduce(a[0], int(a[1])),
+               "mla": lambda a: _mla(int(a[0]), int(a[1]), int(a[2]))}
     if not argv or argv[0] not in targets:
         print(f"usage: {HELP}\n  targets: {', '.join(targets)}", file=sys.stderr)
         return 2

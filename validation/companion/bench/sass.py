@@ -198,8 +198,9 @@ def latency_class(text: str) -> str:
     return _CLASS_OF.get(op.split(".")[0], "other")
 
 
-def _simulate(stream: list[tuple[str, int, object]]) -> dict[object, dict]:
-    """Issue `stream` ((text, high word, section tag)) in order, one warp; the stall cycles and waits per tag.
+def _simulate(stream: list[tuple]) -> dict[object, dict]:
+    """Issue `stream` ((text, high word, section tag[, shared wavefronts])) in order, one warp; the stall cycles
+    and waits per tag (and the shared accesses' wavefronts, `"shared"`).
 
     Time is static: each instruction advances it by its stall count (at least 1). A producer that sets a
     barrier is pending on it with its class and issue time; an instruction whose wait mask names the barrier
@@ -211,7 +212,7 @@ def _simulate(stream: list[tuple[str, int, object]]) -> dict[object, dict]:
     """
     t, pending = 0, {k: [] for k in (*range(6), "gsb0")}
     sections: dict[object, dict] = {}
-    for text, hi, tag in stream:
+    for text, hi, tag, *wavefronts in stream:
         ctl, op = control(hi), _opcode(text)
         retired = []
         for k in range(6):
@@ -230,7 +231,10 @@ def _simulate(stream: list[tuple[str, int, object]]) -> dict[object, dict]:
             retired += pending["gsb0"][:cut]
             pending["gsb0"] = pending["gsb0"][cut:]
         if tag is not None:
-            section = sections.setdefault(tag, {"stall_cycles": 0, "waits": [], "stream": [], "pipes": ""})
+            section = sections.setdefault(tag, {"stall_cycles": 0, "waits": [], "stream": [], "pipes": "",
+                                                "shared": []})
+            if wavefronts and wavefronts[0]:
+                section["shared"].append([len(section["stream"]), round(wavefronts[0], 3)])
             section["stream"].append(_compact(ctl, text, op, depbar, group))
             section["pipes"] += pipe_of(text)
             newest: dict[str, int] = {}
@@ -278,7 +282,7 @@ def _compact(ctl: dict[str, int], text: str, op: str, depbar, group) -> list:
     return entry
 
 
-def warp_timeline(sass: str) -> dict:
+def warp_timeline(sass: str, threads: int = 32) -> dict:
     """One warp's static issue timeline of the main path of an `nvdisasm -hex` listing, with symbolic waits.
 
     The main path is `count`'s: in address order to the last EXIT, spin loops once, the skipped slow-path
@@ -290,9 +294,13 @@ def warp_timeline(sass: str) -> dict:
     (`_compact`: stall, wait mask, barriers set), for simulating several warps; a loop's "entry" is the number
     of prologue instructions issued before it (the barrier state it enters with). The cycles a wait exposes,
     max(0, latency[class] - distance) less what earlier waits already exposed, are left to
-    `validation.sass_timing`, which knows each GPU's latencies.
+    `validation.sass_timing`, which knows each GPU's latencies. "shared" lists, per section, [index in
+    "stream", wavefronts] of every instruction that uses the SM's shared-memory pipe: the wavefronts a warp's
+    access takes with its bank conflicts (`sass_lanes.lane_wavefronts`, evaluated on a workgroup of `threads`
+    threads; an access whose address it cannot compute counts its conflict-free wavefronts).
     """
     main, labels = _main_path(sass)
+    shared = _shared_wavefronts(main, threads)
     words = _encoded(sass)
     calls = [i for i, (_, t) in enumerate(main) if "CALL" in t]
     skipped = {main[i + d][0] for i in calls for d in (-2, -1, 0, 1)}  # `_SKIPPED_PER_CALL`
@@ -302,22 +310,32 @@ def warp_timeline(sass: str) -> dict:
         end = starts.get(main[i][0])
         body = [(a, t) for a, t in main[i:] if end is not None and a <= end]
         if body:
-            entries[copy] = sum(tag == "prologue" for _, _, tag in stream)
+            entries[copy] = sum(entry[2] == "prologue" for entry in stream)
             for tag in (None, ("loop", copy)):
-                stream += [(t, words[a], tag) for a, t in body if a not in skipped]
+                stream += [(t, words[a], tag, shared.get(a, 0.0)) for a, t in body if a not in skipped]
             i, copy = i + len(body), copy + 1
         else:
             if main[i][0] not in skipped:
-                stream.append((main[i][1], words[main[i][0]], "prologue"))
+                stream.append((main[i][1], words[main[i][0]], "prologue", shared.get(main[i][0], 0.0)))
             i += 1
     sections = _simulate(stream)
-    empty = {"stall_cycles": 0, "waits": [], "stream": [], "pipes": ""}
+    empty = {"stall_cycles": 0, "waits": [], "stream": [], "pipes": "", "shared": []}
     copies = [{**sections.get(("loop", k), empty), "entry": entries[k]} for k in range(copy)]
     timeline = {"prologue": sections.get("prologue", empty),
                 "loop": copies[0] if copies else {}}
     if len(copies) > 1:
         timeline["loop_copies"] = copies
     return timeline
+
+
+def _shared_wavefronts(main: list[tuple[int, str]], threads: int) -> dict[int, float]:
+    """Wavefronts a warp's shared access takes, by address, for the instructions of the main path that use the
+    shared-memory pipe (`sass_lanes`); an address the lane evaluator cannot compute counts as conflict-free."""
+    from validation.companion.bench.sass_lanes import ideal_wavefronts, lane_wavefronts, opcode
+
+    found = lane_wavefronts([t for _, t in main], threads)
+    return {a: (ideal_wavefronts(opcode(t)) if w is None else w) for (a, t), w in zip(main, found, strict=True)
+            if w is None or w > 0}
 
 
 def _compile(fn, signature: dict[str, str], constexprs: dict, num_warps: int, aligned: tuple[str, ...] = (),
@@ -503,7 +521,7 @@ def run(args: argparse.Namespace) -> int:
         rows.append({"kernel": kernel, "config": config, "num_warps": warps, "registers": registers,
                      "shared_bytes": compiled.metadata.shared, "prologue_instructions": prologue,
                      "loop_instructions": loop, "triton": triton.__version__})
-        timings.append({"kernel": kernel, "config": config, **warp_timeline(sass)})
+        timings.append({"kernel": kernel, "config": config, **warp_timeline(sass, 32 * warps)})
         print(rows[-1], flush=True)
     with open(args.out, "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=COLUMNS)
