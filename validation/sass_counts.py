@@ -72,7 +72,8 @@ def cycles_of(gpu_name: str, kernel: str, config: str) -> tuple:
     global-load cycles over the GPU's DRAM latency in cycles); the trip's cycles (the whole kernel's, if it
     has no loop) with SIMULATED_WARPS warps sharing a scheduler, simulated on its instruction stream, as
     (warps, cycles) pairs; and, for a kernel with a loop, the cycles outside it simulated the same way (the
-    warps' set-up together: their shared-memory traffic contends as their trips' does)."""
+    warps' set-up together: their shared-memory traffic contends as their trips' does). The warps of one
+    workgroup (the compiled kernel's `num_warps`) wait for each other at every BAR.SYNC."""
     from hwmodels.spec import load_gpu
     from validation.sass_timing import shared_trip_cycles
 
@@ -80,7 +81,9 @@ def cycles_of(gpu_name: str, kernel: str, config: str) -> tuple:
     dram_cycles = gpu.dram_latency_s * gpu.boost_clock_hz
     _, per_trip, outside_all, trip_all, outside, trip = per_thread_timed(gpu_name, kernel, config)
     part = 1 if per_trip else 0
-    simulated = [(n, shared_trip_cycles(gpu, kernel, config, n, without=PIPELINED_CLASSES)) for n in SIMULATED_WARPS]
+    workgroup = int(_table(gpu_name)[(kernel, config)]["num_warps"])
+    simulated = [(n, shared_trip_cycles(gpu, kernel, config, n, without=PIPELINED_CLASSES, workgroup_warps=workgroup))
+                 for n in SIMULATED_WARPS]
     by_warps = tuple((n, cycles[part]) for n, cycles in simulated)
     setup_by_warps = tuple((n, cycles[0]) for n, cycles in simulated) if per_trip else ()
     return (outside, trip, (outside_all - outside) / dram_cycles, (trip_all - trip) / dram_cycles, by_warps,

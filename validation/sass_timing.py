@@ -129,7 +129,8 @@ _RUNS = 4
 
 
 def shared_trip_cycles(gpu: GPU | str, kernel: str, config: str, warps_per_scheduler: float, table: str = "h200",
-                       without: tuple[str, ...] = (), shared_pipe: bool = True) -> tuple[float, float]:
+                       without: tuple[str, ...] = (), shared_pipe: bool = True,
+                       workgroup_warps: int = 0) -> tuple[float, float]:
     """(prologue cycles, cycles per loop trip; 0 without a loop) of `warps_per_scheduler` warps running the
     kernel's code on each warp scheduler of one SM, each scheduler issuing at most one instruction per cycle.
 
@@ -151,7 +152,10 @@ def shared_trip_cycles(gpu: GPU | str, kernel: str, config: str, warps_per_sched
     steady state. A loop unrolled in several copies gives the mean over the copies, as `warp_cycles`. A kernel
     without a loop (one tile a workgroup) is run `_RUNS` times back to back by each warp, the warps' starts
     staggered over one run (`_repeated_run_cycles`): the workgroups resident on a CU did not start together.
-    BAR.SYNC costs nothing (as in `warp_cycles`: the warps are not taken to be of one workgroup).
+    With `workgroup_warps` (the kernel's warps a workgroup) and a loop, the warps form workgroups of that many,
+    spread over the schedulers as the hardware spreads them, and a BAR.SYNC holds each warp until its
+    workgroup's last warp has arrived; without, or in a kernel without a loop (whose staggered runs stand for
+    different workgroups), BAR.SYNC costs nothing, as in `warp_cycles`.
     The SM's schedulers (`simds_per_cu`) each run that many warps and share one shared-memory pipe (with
     `shared_pipe`; `issue_streams`): a shared access takes as many of its cycles as its wavefronts, bank
     conflicts included (the timing table's "shared", `validation.companion.bench.sass_lanes`), its result
@@ -168,7 +172,7 @@ def shared_trip_cycles(gpu: GPU | str, kernel: str, config: str, warps_per_sched
     latency = tuple(sorted((cls, 0.0 if cls in without else value) for cls, value in latency.items()))
     return _shared_trip_cycles(table, kernel, config, math.ceil(warps_per_scheduler), latency,
                                tuple(sorted(pipe_cycles(spec).items())), tuple(sorted(issue_cycles(spec).items())),
-                               *((wavefront_cycles(spec), spec.simds_per_cu) if shared_pipe else ()))
+                               *((wavefront_cycles(spec), spec.simds_per_cu, workgroup_warps) if shared_pipe else ()))
 
 
 def wavefront_cycles(gpu: GPU) -> float:
@@ -205,7 +209,7 @@ def issue_cycles(gpu: GPU) -> dict[str, float]:
 def _shared_trip_cycles(table: str, kernel: str, config: str, warps: int, latency: tuple[tuple[str, float], ...],
                         occupancy: tuple[tuple[str, float], ...] = (),
                         issue: tuple[tuple[str, float], ...] = (),
-                        wavefront: float = 0.0, schedulers: int = 1) -> tuple[float, float]:
+                        wavefront: float = 0.0, schedulers: int = 1, workgroup: int = 0) -> tuple[float, float]:
     row, lat = timeline(kernel, config, table), dict(latency)
     prologue = row["prologue"].get("stream", [])
     prologue_pipes = row["prologue"].get("pipes", "")
@@ -215,6 +219,7 @@ def _shared_trip_cycles(table: str, kernel: str, config: str, warps: int, latenc
                          "(rewrite it: python -m validation.companion.bench sass-counts)")
     copies = row.get("loop_copies") or ([row["loop"]] if row["loop"] else [])
     if not copies:
+        # (its warps' staggered runs stand for different workgroups: their barriers are not simulated)
         return _repeated_run_cycles(prologue, prologue_pipes, warps, lat, dict(occupancy), dict(issue),
                                     prologue_shared, wavefront, schedulers), 0.0
     # The main path as one warp issues it: the prologue up to each copy of the loop, the copy `_TRIPS` times,
@@ -236,7 +241,7 @@ def _shared_trip_cycles(table: str, kernel: str, config: str, warps: int, latenc
     kinds.append("prologue")
     known = all(len(p) == len(q) for p, q in zip(pipes, parts, strict=True))
     ends = issue_streams(parts, warps, lat, pipes if known else None, dict(occupancy), dict(issue),
-                         shared=shared, wavefront_cycles=wavefront, schedulers=schedulers)
+                         shared=shared, wavefront_cycles=wavefront, schedulers=schedulers, workgroup=workgroup)
     spans = [end - start for start, end in zip([0.0, *ends], ends, strict=False)]
     prologue_cycles = sum(span for span, kind in zip(spans, kinds, strict=True) if kind == "prologue")
     # a copy's trip: its `_TRIPS` trips over all warps, averaged (warps that run ahead into the next trip while
@@ -275,7 +280,7 @@ SHARED_QUEUE_CYCLES = 32.0
 def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float], pipes: list[str] | None = None,
                   occupancy: Mapping[str, float] | None = None, issue: Mapping[str, float] | None = None,
                   starts: Sequence[float] | None = None, shared: list[list] | None = None,
-                  wavefront_cycles: float = 0.0, schedulers: int = 1) -> list[float]:
+                  wavefront_cycles: float = 0.0, schedulers: int = 1, workgroup: int = 0) -> list[float]:
     """`warps` warps on each of `schedulers` schedulers of one SM issuing the instruction streams `parts` one
     after the other (`shared_trip_cycles` says how); per part, the cycle at which the last warp has finished it
     (issued its last instruction and that instruction's stall elapsed; the end of the part before for an empty
@@ -288,7 +293,8 @@ def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float], p
     `wavefront_cycles` (cycles the SM's shared-memory pipe takes per wavefront), an instruction that uses the
     pipe waits until the pipe, which all schedulers share, is free and holds it for its wavefronts (a busy
     pipe stalls the warp: the MIO throttle), and its result comes its class's latency after issue plus its
-    extra wavefronts (a conflicted load returns later).
+    extra wavefronts (a conflicted load returns later). With `workgroup`, warps w // workgroup form one
+    workgroup, and a warp that issues a BAR.SYNC is held until its workgroup's last warp has issued it.
 
     An instruction is [stall, wait_mask, write_barrier, class[, read_barrier[, special]]] (`_compact` of
     `validation.companion.bench.sass`)."""
@@ -326,6 +332,7 @@ def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float], p
         if special and special[0] == "depbar":
             retire = (6 if special[1] == "gsb0" else special[1], special[2])
         decoded.append((stall, tuple(k for k in range(6) if mask >> k & 1), tuple(sets), retire))
+    barrier_at = [bool(len(ins) > 5 and ins[5] and ins[5][0] == "bar") for ins in stream]
     n = len(decoded)
     total = warps * schedulers  # warp w runs on scheduler w % schedulers
     pos = [0] * total  # next instruction of each warp
@@ -337,6 +344,11 @@ def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float], p
     clock = [0.0] * schedulers  # the cycle each scheduler may issue next
     free: list[dict[str, float]] = [{} for _ in range(schedulers)]  # per scheduler and pipe: when it is free
     shared_free = 0.0  # the cycle the SM's shared-memory pipe takes its next wavefront
+    # BAR.SYNC within a workgroup of `workgroup` warps (warps w // workgroup together; 0: barriers are free):
+    # a warp that arrives waits until its workgroup's last warp has arrived
+    group_of = [w // workgroup if workgroup else w for w in range(total)]
+    arrived: dict[int, list[int]] = {}
+    held = [False] * total
 
     def wait(w: int, earliest: float) -> float:
         """The cycle warp w's next instruction may issue, retiring the barriers it waits on."""
@@ -363,11 +375,15 @@ def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float], p
 
     live = [s for s in range(schedulers) if active[s]]
     while live:
-        s = min(live, key=clock.__getitem__)  # the scheduler that issues first
+        free_to_run = [o for o in live if any(not held[w] for w in active[o])]
+        if not free_to_run:
+            raise RuntimeError("every warp is held at a barrier its workgroup cannot reach")
+        s = min(free_to_run, key=clock.__getitem__)  # the scheduler that issues first
         t = clock[s]
-        pick = next((w for w in order[s] if pos[w] < n and ready[w] <= t and pipe_free(s, pos[w]) <= t), None)
+        pick = next((w for w in order[s] if pos[w] < n and not held[w] and ready[w] <= t
+                     and pipe_free(s, pos[w]) <= t), None)
         if pick is None:
-            clock[s] = max(t, min(max(ready[w], pipe_free(s, pos[w])) for w in active[s]))
+            clock[s] = max(t, min(max(ready[w], pipe_free(s, pos[w])) for w in active[s] if not held[w]))
             continue
         i = pos[pick]
         if hold[i] > 1:
@@ -385,8 +401,19 @@ def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float], p
         for p, bound in enumerate(bounds):
             if i + 1 == bound:
                 ends[pick][p] = t + stall
+        if workgroup and barrier_at[i]:
+            group = arrived.setdefault(group_of[pick], [])
+            group.append(pick)
+            if len(group) < group_of.count(group_of[pick]):
+                held[pick] = True
+            else:  # the last to arrive releases the workgroup
+                for w in group:
+                    held[w] = False
+                    if w != pick and pos[w] < n:
+                        ready[w] = max(ready[w], t + stall)
+                arrived[group_of[pick]] = []
         if pos[pick] < n:
-            ready[pick] = wait(pick, t + stall)
+            ready[pick] = wait(pick, max(ready[pick], t + stall) if held[pick] else t + stall)
         else:
             active[s].remove(pick)
             if not active[s]:

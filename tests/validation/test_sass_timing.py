@@ -384,3 +384,19 @@ def test_a_loop_kernel_sets_up_with_its_warps_together():
     fronts = sum(n for _, n in timeline("kda_intra", "chunk=64")["prologue"]["shared"])
     assert together >= 8 * fronts * wavefront_cycles(load_gpu("h200")) * 0.95  # the pipe's own time, 8 warps
     assert together > 1.5 * max(alone, independent)
+
+
+def test_a_barrier_holds_a_workgroup_until_its_last_warp_arrives():
+    # two schedulers of two warps, one workgroup of four; the second warp of each scheduler starts 300 cycles late.
+    # Free barriers: the early warps finish their 100 steps alone, the late ones theirs from 300. Held: the early
+    # warps wait at the barrier for the late ones, then both share their scheduler's issue
+    bar = [1, 0, NO_BARRIER, None, NO_BARRIER, ["bar"]]
+    step = [1, 0, NO_BARRIER, None]
+    part = [bar] + [step] * 100
+    free, = issue_streams([part], 2, LATENCY, starts=[0.0, 300.0], schedulers=2)
+    held, = issue_streams([part], 2, LATENCY, starts=[0.0, 300.0], schedulers=2, workgroup=4)
+    assert free == pytest.approx(300 + 101)
+    assert held == pytest.approx(300 + 201, abs=2)
+    # two workgroups of two (one warp of each scheduler): the early ones hold only each other
+    pairs, = issue_streams([part], 2, LATENCY, starts=[0.0, 300.0], schedulers=2, workgroup=2)
+    assert pairs == pytest.approx(free)
