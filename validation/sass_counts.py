@@ -74,6 +74,7 @@ def cycles_of(gpu_name: str, kernel: str, config: str) -> tuple:
     (warps, cycles) pairs; and, for a kernel with a loop, the cycles outside it simulated the same way (the
     warps' set-up together: their shared-memory traffic contends as their trips' does). The warps of one
     workgroup (the compiled kernel's `num_warps`) wait for each other at every BAR.SYNC."""
+    from hwmodels.occupancy import occupancy
     from hwmodels.spec import load_gpu
     from validation.sass_timing import shared_trip_cycles
 
@@ -81,9 +82,16 @@ def cycles_of(gpu_name: str, kernel: str, config: str) -> tuple:
     dram_cycles = gpu.dram_latency_s * gpu.boost_clock_hz
     _, per_trip, outside_all, trip_all, outside, trip = per_thread_timed(gpu_name, kernel, config)
     part = 1 if per_trip else 0
-    workgroup = int(_table(gpu_name)[(kernel, config)]["num_warps"])
+    row = _table(gpu_name)[(kernel, config)]
+    workgroup = int(row["num_warps"])
+    # warps a scheduler can hold at most (registers, shared memory, warp slots): the counts beyond the first
+    # simulated one that reaches it are never read
+    fits = occupancy(gpu, lds_bytes=int(row["shared_bytes"]), threads=32 * workgroup, vgprs=int(row["registers"]))
+    most = fits.waves_per_cu / gpu.simds_per_cu
+    counts = [n for n in SIMULATED_WARPS if n < most] + [next((n for n in SIMULATED_WARPS if n >= most),
+                                                              SIMULATED_WARPS[-1])]
     simulated = [(n, shared_trip_cycles(gpu, kernel, config, n, without=PIPELINED_CLASSES, workgroup_warps=workgroup))
-                 for n in SIMULATED_WARPS]
+                 for n in dict.fromkeys(counts)]
     by_warps = tuple((n, cycles[part]) for n, cycles in simulated)
     setup_by_warps = tuple((n, cycles[0]) for n, cycles in simulated) if per_trip else ()
     return (outside, trip, (outside_all - outside) / dram_cycles, (trip_all - trip) / dram_cycles, by_warps,

@@ -369,21 +369,36 @@ def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float], p
         for w in active[s]:
             ready[w] = wait(w, starts[w // schedulers] if starts else 0.0)
 
+    queue = SHARED_QUEUE_CYCLES
+    part_of_end = {bound - 1: p for p, bound in enumerate(bounds)}  # the last instruction of each part
+    group_size = [group_of.count(g) for g in group_of]
+    runnable = [len(active[s]) for s in range(schedulers)]  # active warps not held at a barrier
+
     def pipe_free(s: int, i: int) -> float:
         at = free[s].get(pipe_of[i], 0.0) if hold[i] > 1 else 0.0
-        return max(at, shared_free - SHARED_QUEUE_CYCLES) if fronts[i] else at
+        return max(at, shared_free - queue) if fronts[i] else at
 
     live = [s for s in range(schedulers) if active[s]]
     while live:
-        free_to_run = [o for o in live if any(not held[w] for w in active[o])]
-        if not free_to_run:
+        s = min((o for o in live if runnable[o]), key=clock.__getitem__, default=None)  # the first to issue
+        if s is None:
             raise RuntimeError("every warp is held at a barrier its workgroup cannot reach")
-        s = min(free_to_run, key=clock.__getitem__)  # the scheduler that issues first
         t = clock[s]
-        pick = next((w for w in order[s] if pos[w] < n and not held[w] and ready[w] <= t
-                     and pipe_free(s, pos[w]) <= t), None)
+        pick, soonest = None, math.inf
+        for w in order[s]:
+            if held[w]:
+                continue
+            at = ready[w]
+            if at <= t:
+                i = pos[w]
+                if hold[i] > 1 or fronts[i]:
+                    at = max(at, pipe_free(s, i))
+                if at <= t:
+                    pick = w
+                    break
+            soonest = min(soonest, at)
         if pick is None:
-            clock[s] = max(t, min(max(ready[w], pipe_free(s, pos[w])) for w in active[s] if not held[w]))
+            clock[s] = max(t, soonest)
             continue
         i = pos[pick]
         if hold[i] > 1:
@@ -397,25 +412,29 @@ def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float], p
             pending[pick][k].append(t + queued + lat)
         pos[pick] += 1
         order[s].remove(pick)
-        order[s].append(pick)
-        for p, bound in enumerate(bounds):
-            if i + 1 == bound:
-                ends[pick][p] = t + stall
+        if i in part_of_end:
+            ends[pick][part_of_end[i]] = t + stall
         if workgroup and barrier_at[i]:
             group = arrived.setdefault(group_of[pick], [])
             group.append(pick)
-            if len(group) < group_of.count(group_of[pick]):
+            if len(group) < group_size[pick]:
                 held[pick] = True
+                runnable[s] -= 1
             else:  # the last to arrive releases the workgroup
                 for w in group:
-                    held[w] = False
-                    if w != pick and pos[w] < n:
-                        ready[w] = max(ready[w], t + stall)
+                    if held[w]:
+                        held[w] = False
+                        runnable[w % schedulers] += 1
+                        if pos[w] < n:
+                            ready[w] = max(ready[w], t + stall)
                 arrived[group_of[pick]] = []
         if pos[pick] < n:
+            order[s].append(pick)
             ready[pick] = wait(pick, max(ready[pick], t + stall) if held[pick] else t + stall)
         else:
             active[s].remove(pick)
+            if not held[pick]:
+                runnable[s] -= 1
             if not active[s]:
                 live.remove(s)
         clock[s] = t + busy[i]
