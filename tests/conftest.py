@@ -20,6 +20,19 @@ settings.register_profile("explore", deadline=None)
 settings.load_profile("explore" if os.environ.get("INFERSIM_HYPOTHESIS") == "explore" else "infersim")
 
 
+@pytest.fixture(autouse=True, scope="session")
+def _own_cache_folder(tmp_path_factory):
+    """The run keeps its simulated cycles (`validation.sass_timing`) in a folder of its own, shared by the
+    processes it starts (the CLI, the notebooks' kernels), not in the user's cache: every run starts cold."""
+    previous = os.environ.get("INFERSIM_CACHE_DIR")
+    os.environ["INFERSIM_CACHE_DIR"] = str(tmp_path_factory.mktemp("infersim-cache"))
+    yield
+    if previous is None:
+        os.environ.pop("INFERSIM_CACHE_DIR", None)
+    else:
+        os.environ["INFERSIM_CACHE_DIR"] = previous
+
+
 @pytest.fixture
 def write_yaml(tmp_path: Path):
     """Write a mapping (or raw text) to a YAML file in a temporary folder and return its path."""

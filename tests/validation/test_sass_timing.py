@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import csv
+import json
 import random
 
 import pytest
@@ -402,3 +403,24 @@ def test_a_barrier_holds_a_workgroup_until_its_last_warp_arrives():
     # two workgroups of two (one warp of each scheduler): the early ones hold only each other
     pairs, = issue_streams([part], 2, LATENCY, starts=[0.0, 300.0], schedulers=2, workgroup=2)
     assert pairs == pytest.approx(free)
+
+
+def test_simulated_cycles_kept_on_disk_are_the_simulations(tmp_path, monkeypatch):
+    import validation.sass_timing as timing
+
+    monkeypatch.setenv("INFERSIM_CACHE_DIR", str(tmp_path))
+    args = ("h200", "kda_recurrent", "bv=8 store=True", 2, tuple(sorted(timing.latencies(load_gpu("h200")).items())))
+    timing._shared_trip_cycles.cache_clear()
+    first = timing._shared_trip_cycles(*args)
+    kept = list((tmp_path / "sass_timing").glob("*.json"))
+    assert len(kept) == 1 and not list((tmp_path / "sass_timing").glob("*.tmp"))
+    timing._shared_trip_cycles.cache_clear()
+    assert timing._shared_trip_cycles(*args) == first  # read back
+    kept[0].write_text("{not json")  # a damaged file is simulated afresh and rewritten
+    timing._shared_trip_cycles.cache_clear()
+    assert timing._shared_trip_cycles(*args) == first
+    assert json.loads(kept[0].read_text()) == list(first)
+    monkeypatch.setenv("INFERSIM_NO_CACHE", "1")
+    timing._shared_trip_cycles.cache_clear()
+    assert timing._shared_trip_cycles(*args) == first == timing._shared_trip_cycles.__wrapped__(*args)
+    timing._shared_trip_cycles.cache_clear()
