@@ -328,7 +328,8 @@ def _repeated_run_cycles(stream: list, pipes: str, warps: int, latency: Mapping[
 # Backlog of the SM's shared-memory pipe, in cycles, up to which a warp still issues its shared access into the
 # MIO queue (beyond it the warp waits: the MIO throttle). NVIDIA does not publish the queue's depth: 32 cycles
 # (32 wavefronts: eight 128-bit or LDSM.x4 accesses queued across the SM) is an assumption; see
-# validation/NOTES.md for what 0 and 64 change.
+# validation/NOTES.md for what 0 and 64 change. The queue probe (`python -m validation.companion.bench probes
+# --only queue`, `shared_queue_stores` in `validation.probes`) is written to measure it and not yet recorded.
 SHARED_QUEUE_CYCLES = 32.0
 
 

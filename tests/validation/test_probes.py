@@ -140,7 +140,7 @@ def test_table_constants_and_missing_probes(tmp_path):
     # No latency, mlp or l2 CSV here: those constants are None and say why.
     assert c.dram_latency_s is None and "probe_latency.csv not found" in c.sources["dram_latency_s"]
     rows = probes.summary(tmp_path)
-    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 40
+    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 42
     assert c.grid_stride_efficiency is None and "probe_grid.csv not found" in c.sources["grid_stride_efficiency"]
     assert all(r[2] for r in rows)  # every constant has a note, set or not
     assert "kernel_floor_s" in probes.format_summary(rows)
@@ -272,3 +272,35 @@ def test_rows_without_a_whole_sector_store_leave_the_partial_cost_unset(tmp_path
     c = probes.probe_constants(tmp_path)
     assert c.dram_load_granule_bytes == 64
     assert c.partial_sector_store_factor is None and "32" in c.sources["partial_sector_store_factor"]
+
+
+def test_queue_constants_from_a_queue_csv(tmp_path, rng):
+    # a warp that queues 6 stores at 2 cycles each, then waits for the pipe: 32 wavefronts a store at 1.085 cycles
+    per_wavefront, depth = 1.085, 6
+    rows = []
+    for n in (1, 2, 4, 6, 8, 12, 16, 24, 32, 48, 64):
+        issue = 2 * n if n <= depth else 2 * depth + (n - depth) * 32 * per_wavefront
+        drain = 30 + n * 32 * per_wavefront * (1 + rng.normal(0, 0.002))
+        rows.append({"num_warps": 1, "stride_words": 32, "wavefronts_per_store": 32, "stores": n, "launches": 15,
+                     "issue_cycles": issue, "drain_cycles": drain})
+    rows.append({"num_warps": 4, "stride_words": 32, "wavefronts_per_store": 32, "stores": 8, "launches": 15,
+                 "issue_cycles": 9999, "drain_cycles": 9999})  # another warp count: not read
+    _write(tmp_path, "queue", rows)
+    c = probes.probe_constants(tmp_path)
+    assert c.shared_queue_stores == depth
+    assert c.shared_store_cycles_per_wavefront == pytest.approx(per_wavefront, rel=0.01)
+    _write(tmp_path, "queue", rows[:2])
+    short = probes.probe_constants(tmp_path)
+    assert short.shared_queue_stores is None and "fewer than 3 rows" in short.sources["shared_queue_stores"]
+
+
+def test_the_queue_probe_ptx_stores_in_one_bank_and_checks_its_arguments():
+    pytest.importorskip("triton")
+    from validation.companion.kernels.probes import shared_queue_ptx
+
+    ptx = shared_queue_ptx(5, 32)
+    assert ptx.count("st.volatile.shared.b32") == 5 and "mul.lo.u32 a, lane, 128;" in ptx
+    assert ptx.count("%clock64") == 3 and "bar.sync 0;" in ptx
+    for bad in ((0, 32), (4, 0), (4, 33), (4000, 32)):
+        with pytest.raises(ValueError):
+            shared_queue_ptx(*bad)

@@ -22,6 +22,8 @@ about 1-2 s per distinct kernel configuration; ~30 configurations in all):
   one FRND.FLOOR among 16 FFMAs (what a conversion costs the scheduler's issue).
 - mma (~8 s): latency of a dependent chain of `tl.dot` (mma.sync, wgmma).
 - smem (~6 s): a cross-warp reduction's round trip, and shared-memory bandwidth of a layout conversion.
+- queue (~30 s, not yet recorded): how many conflicted shared stores a warp issues before the shared pipe holds
+  it back (the MIO queue's depth), with one warp and with one on each scheduler.
 
 Total about 80 s, under 2 min with start-up (`--quick`: about half). Every probe runs in its own
 try/except: a failure is recorded, printed, and the next probe runs; each CSV is written when its probe ends.
@@ -824,6 +826,53 @@ def probe_smem(env: dict, quick: bool) -> list[dict]:
     return rows
 
 
+QUEUE_STORES = (1, 2, 4, 6, 8, 10, 12, 16, 20, 24, 32, 48, 64)
+QUEUE_STRIDES = (1, 8, 32)  # words between lanes: 1, 8 and 32 wavefronts a store
+QUEUE_WARPS = (1, 4)  # one warp; one warp on each of the SM's four schedulers
+
+
+def probe_queue(env: dict, quick: bool) -> list[dict]:
+    """How many shared-memory instructions a warp issues before the SM's shared pipe holds it back (the MIO queue).
+
+    One program (one SM) of 1 or 4 warps; each warp issues `stores` stores to shared memory in a row, every lane
+    at a stride that makes each store take 1, 8 or 32 wavefronts (`kernels.probes.shared_queue_ptx`), and reads
+    `%clock64` before the first and after the last has issued, then after a load behind them has come back.
+    While the queue takes them, a store issues in a cycle or two; once it is full, each waits for the pipe to
+    finish one ahead of it. Per configuration, the median over launches of the warps' median cycles.
+    """
+    import numpy as np
+    import torch
+
+    from validation.companion.bench.timing import DEVICE
+    from validation.companion.kernels import probes as k
+
+    rows = []
+    stores_list = QUEUE_STORES[::2] if quick else QUEUE_STORES
+    for warps in QUEUE_WARPS:
+        threads = 32 * warps
+        out = torch.zeros(2 * threads, dtype=torch.int64, device=DEVICE)
+        for stride in QUEUE_STRIDES:
+            for stores in stores_list:
+                ptx = k.shared_queue_ptx(stores, stride)
+                issue, drain = [], []
+                for _ in range(3 + QUEUE_LAUNCHES):
+                    k.shared_queue_kernel[(1,)](out, PTX=ptx, THREADS=threads, num_warps=warps)
+                    torch.cuda.synchronize()
+                    values = out.cpu().numpy()
+                    issue.append(float(np.median(values[:threads:32])))
+                    drain.append(float(np.median(values[threads::32])))
+                issue, drain = sorted(issue[3:]), sorted(drain[3:])
+                rows.append({"num_warps": warps, "stride_words": stride, "wavefronts_per_store": stride,
+                             "stores": stores, "launches": QUEUE_LAUNCHES,
+                             "issue_cycles": issue[len(issue) // 2], "drain_cycles": drain[len(drain) // 2]})
+                print(f"queue warps={warps} stride={stride} stores={stores}: issue {rows[-1]['issue_cycles']:.0f}, "
+                      f"drain {rows[-1]['drain_cycles']:.0f} cycles", flush=True)
+    return rows
+
+
+QUEUE_LAUNCHES = 15
+
+
 PEER_CHASE_FOOTPRINT = 256 * MIB  # beyond the peer's L2: every step reaches its HBM over the link
 PEER_CHASE_STEPS = 1024
 PEER_READ_BYTES = 1 * GIB
@@ -1029,7 +1078,7 @@ def probe_rows(env: dict, quick: bool) -> list[dict]:
 PROBE_FUNCTIONS: dict[str, Callable[[dict, bool], list[dict]]] = {
     "latency": probe_latency, "mlp": probe_mlp, "l2": probe_l2, "floor": probe_floor, "issue": probe_issue,
     "mma": probe_mma, "smem": probe_smem, "clock": probe_clock, "peer": probe_peer, "grid": probe_grid,
-    "rows": probe_rows, "host": probe_host,
+    "rows": probe_rows, "host": probe_host, "queue": probe_queue,
 }
 if tuple(PROBE_FUNCTIONS) != spec.PROBES:
     raise RuntimeError(f"bench probes {tuple(PROBE_FUNCTIONS)} differ from validation.probes.PROBES {spec.PROBES}")

@@ -445,3 +445,38 @@ def peer_read_sum_kernel(addr_ptr, out_ptr, n_blocks, BLOCK: tl.constexpr):
     for j in range(pid, n_blocks, g):
         acc += tl.load(src + j * BLOCK + tl.arange(0, BLOCK), cache_modifier=".cg")
     tl.store(out_ptr + pid, tl.sum(acc, axis=0))
+
+
+# --- the shared-memory (MIO) queue ----------------------------------------------------------------------------
+
+QUEUE_BUFFER_WORDS = 4096  # the probe's shared buffer: 32 lanes x 32 words of stride, warps and stores beyond
+
+
+def shared_queue_ptx(stores: int, stride_words: int) -> str:
+    """PTX of one thread of the shared-queue probe: `stores` stores to shared memory in a row, lane l of warp w at
+    word l * stride_words + w + i for the i-th store (a stride of 32 words puts every lane of a warp in one bank:
+    32 wavefronts a store; 8 words, 8; 1 word, one), timed with `%clock64` before the first and after the last has
+    issued, and after a load of the first address has come back behind them. Outputs: (issue cycles, drain
+    cycles); input: the thread's index in the workgroup. A barrier first lines the warps up."""
+    if not stores >= 1 or not 1 <= stride_words <= 32:
+        raise ValueError(f"stores must be positive and stride_words in 1..32, got {stores} and {stride_words}")
+    if 31 * stride_words + 32 + stores > QUEUE_BUFFER_WORDS:
+        raise ValueError(f"{stores} stores at a stride of {stride_words} words overflow the buffer")
+    lines = ["{", f".shared .align 16 .b32 buf[{QUEUE_BUFFER_WORDS}];", ".reg .u64 t0, t1, t2;",
+             ".reg .u32 a, b, v, x, lane, warp;", ".reg .pred p;", "mov.u32 b, buf;", "and.b32 lane, $2, 31;",
+             "shr.u32 warp, $2, 5;", f"mul.lo.u32 a, lane, {4 * stride_words};", "mad.lo.u32 a, warp, 4, a;",
+             "add.u32 a, a, b;", "mov.u32 v, $2;", "bar.sync 0;", "mov.u64 t0, %clock64;"]
+    lines += [f"st.volatile.shared.b32 [a+{4 * i}], v;" for i in range(stores)]
+    lines += ["mov.u64 t1, %clock64;", "ld.volatile.shared.b32 x, [a];", "setp.ne.u32 p, x, 4294967295;",
+              "mov.u64 t2, 0;", "@p mov.u64 t2, %clock64;", "sub.u64 $0, t1, t0;", "sub.u64 $1, t2, t0;", "}"]
+    return "\n".join(lines)
+
+
+@triton.jit
+def shared_queue_kernel(out_ptr, PTX: tl.constexpr, THREADS: tl.constexpr):
+    """out[t] = issue cycles, out[THREADS + t] = drain cycles of thread t (`shared_queue_ptx`)."""
+    tid = tl.arange(0, THREADS)
+    issue, drain = tl.inline_asm_elementwise(PTX, "=l,=l,r", [tid], dtype=(tl.int64, tl.int64), is_pure=False,
+                                             pack=1)
+    tl.store(out_ptr + tid, issue)
+    tl.store(out_ptr + THREADS + tid, drain)
