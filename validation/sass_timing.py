@@ -36,12 +36,12 @@ import hashlib
 import itertools
 import json
 import math
-import os
-from collections.abc import Callable, Mapping, Sequence
-from functools import cache, wraps
+from collections.abc import Mapping, Sequence
+from functools import cache
 from pathlib import Path
 
 from hwmodels.spec import GPU, load_gpu
+from validation.disk_cache import kept_on_disk
 
 WAVEFRONT_BYTES = 128  # one shared-memory wavefront: 32 banks of 4 bytes (`validation.companion.bench.sass_lanes`)
 NO_BARRIER = 7  # `validation.companion.bench.sass.NO_BARRIER`: an instruction that sets no barrier
@@ -207,21 +207,8 @@ def issue_cycles(gpu: GPU) -> dict[str, float]:
     return {pipe: cycles for pipe, cycles in held.items() if cycles is not None}
 
 
-# --- Simulated cycles kept on disk between processes -----------------------------------------------------------
-#
-# A simulation of a long kernel at 16 warps a scheduler takes seconds in Python, and every process that predicts
-# the validation rows (the CLI, the notebooks, the report pages) runs the same ones. Each result is kept under
-# the user's cache folder, keyed by a hash of this module's source, the timing table, the shared queue's depth
-# and the arguments, so a change to any of them simulates afresh. INFERSIM_CACHE_DIR sets the folder
-# (default: $XDG_CACHE_HOME/infersim or ~/.cache/infersim); INFERSIM_NO_CACHE=1 turns it off.
-
-
-def _cache_folder() -> Path | None:
-    if os.environ.get("INFERSIM_NO_CACHE"):
-        return None
-    root = os.environ.get("INFERSIM_CACHE_DIR") or os.path.join(
-        os.environ.get("XDG_CACHE_HOME") or os.path.expanduser("~/.cache"), "infersim")
-    return Path(root) / "sass_timing"
+# The simulations are kept on disk between processes (`validation.disk_cache`), keyed by this module's source,
+# the timing table and the shared queue's depth besides their arguments.
 
 
 @cache
@@ -231,36 +218,7 @@ def _sources_digest(table: str) -> str:
     return digest.hexdigest()
 
 
-def _kept_on_disk(simulate: Callable[..., tuple[float, float]]) -> Callable[..., tuple[float, float]]:
-    """`simulate` (whose first argument is the timing table's name), its results kept on disk and in memory."""
-
-    @cache
-    @wraps(simulate)
-    def kept(*args) -> tuple[float, float]:
-        folder = _cache_folder()
-        if folder is None:
-            return simulate(*args)
-        key = hashlib.sha256(repr((_sources_digest(args[0]), SHARED_QUEUE_CYCLES, args)).encode()).hexdigest()
-        path = folder / f"{key}.json"
-        try:
-            first, second = json.loads(path.read_text())
-            return float(first), float(second)
-        except (OSError, ValueError, TypeError):
-            pass
-        result = simulate(*args)
-        try:  # written whole or not at all: a temporary file renamed into place
-            folder.mkdir(parents=True, exist_ok=True)
-            temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-            temporary.write_text(json.dumps(list(result)))
-            os.replace(temporary, path)
-        except OSError:
-            pass
-        return result
-
-    return kept
-
-
-@_kept_on_disk
+@kept_on_disk("sass_timing", lambda table, *_: (_sources_digest(table), SHARED_QUEUE_CYCLES))
 def _shared_trip_cycles(table: str, kernel: str, config: str, warps: int, latency: tuple[tuple[str, float], ...],
                         occupancy: tuple[tuple[str, float], ...] = (),
                         issue: tuple[tuple[str, float], ...] = (),
