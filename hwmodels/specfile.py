@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import yaml
 
+from hwmodels.input_files import FileTooLarge, read_regular
 from hwmodels.units import SI_SPELLINGS, si_suffix, spellings
 
 T = TypeVar("T")
@@ -111,9 +112,9 @@ def read_yaml_file(path: str | Path) -> Any:
     """A YAML file's value through `parse_yaml`; a file that cannot be read is named with the reason."""
     path = Path(path)
     try:
-        if path.stat().st_size > YAML_MAX_BYTES:
-            raise YamlError(f"{path}: larger than {YAML_MAX_BYTES} bytes")
-        data = path.read_bytes()
+        data = read_regular(path, YAML_MAX_BYTES)
+    except FileTooLarge:
+        raise YamlError(f"{path}: larger than {YAML_MAX_BYTES} bytes") from None
     except OSError as err:
         raise YamlError(f"{path}: cannot read: {err.strerror or err}") from None
     return parse_yaml(data, path)
@@ -143,15 +144,27 @@ class Range:
     def problem(self, value: Any) -> str | None:
         """None if `value` (a number) lies in the range, else the one-line reason."""
         if isinstance(value, float) and not math.isfinite(value):
-            return f"must be a finite number, got {value} (valid: {self.low:g}..{self.high:g})"
+            return f"must be a finite number, got {value} (valid: {self.valid()})"
         if not self.low <= value <= self.high:
-            return f"{shown(value)} is out of range (valid: {self.low:g}..{self.high:g}; {self.why})"
+            return f"{shown(value)} is out of range (valid: {self.valid()}; {self.why})"
         return None
+
+    def valid(self) -> str:
+        """The range as text, whole bounds as integers ('0..18446744073709551615', '0..1e+18')."""
+        return f"{bound_text(self.low)}..{bound_text(self.high)}"
+
+
+def bound_text(value: float) -> str:
+    """A range's bound as an error shows it: a whole number below 2**64 in digits, anything else in %g."""
+    if isinstance(value, int) or (isinstance(value, float) and value.is_integer() and abs(value) < 1e15):
+        return str(int(value))
+    return f"{value:g}"
 
 
 def shown(value: Any) -> str:
-    """A number as an error message shows it: short, even for an integer of thousands of digits."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 64:
+    """A number as an error message shows it: an integer in digits (up to 20 of them, so any 64-bit value), a larger
+    one and a float in %.6g; short even for an integer of thousands of digits."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**20:
         try:
             return f"{float(value):.6g}"
         except OverflowError:

@@ -13,10 +13,19 @@ import signal
 import sys
 import tempfile
 import traceback
+import typing
 from collections.abc import Sequence
 from typing import Any
 
-from infersim import collective_queries, queries, vllm_bench, workload_queries
+from hwmodels.specfile import Range
+from infersim import collective_queries, flags, queries, vllm_bench, workload_queries
+from infersim.flags import JOBS, SEEDS, field_range, real_type, whole_type
+from infersim.workload_queries import CONTEXT
+from simulator.scenario import GPUS, Cache, Parallel, Serving, SpecDecode
+
+GROUP = Range(2, 1024, GPUS)
+SHARE = Range(0.0, 1.0, "a share of the traces")
+INTERACTIVITY = Range(0.0, 1e9, "assumption: no one reads more than 1e9 tokens a second")
 
 EXIT_INTERNAL_ERROR = 1
 EXIT_USER_ERROR = 2
@@ -29,12 +38,19 @@ class UserError(Exception):
     """A problem with the user's input: printed as one line, exit status 2."""
 
 
+class _Parser(argparse.ArgumentParser):
+    """argparse with its errors as one line (exit 2 through `main`), naming the command and the flag."""
+
+    def error(self, message: str) -> typing.NoReturn:
+        raise UserError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+
 class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the program is, so that it unwinds (and removes temporary files) as on SIGINT."""
 
 
 def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+    parser = _Parser(
         prog="infersim",
         description="Performance simulator and cost model of LLM inference serving on multi-GPU nodes.",
     )
@@ -57,7 +73,7 @@ def _parser() -> argparse.ArgumentParser:
                           "(its keys, ms), and with --out also write vllm_result.json")
     run.add_argument("--trace", default=None, metavar="FILE",
                      help="write the run's engine steps as a Chrome trace (JSON, opens in ui.perfetto.dev)")
-    run.add_argument("--trace-steps", type=_positive_int, default=None, metavar="N",
+    run.add_argument("--trace-steps", type=whole_type(flags.TRACE_STEPS), default=None, metavar="N",
                      help="with --trace: the trace holds the first N engine steps (default 2000)")
     _replicate_flags(run, "1: one run, as without the flag")
     _cost_model_flag(run)
@@ -87,16 +103,16 @@ def _parser() -> argparse.ArgumentParser:
     swp.add_argument("--out", required=True, metavar="DIR",
                      help="write sweep.parquet, sweep.csv, sweep.html and scenario.yaml here; the same DIR again "
                           "resumes (runs only the points and seeds it lacks)")
-    swp.add_argument("--seeds", type=_positive_int, default=1, metavar="N",
+    swp.add_argument("--seeds", type=whole_type(SEEDS), default=1, metavar="N",
                      help="run each point with workload.seed + 0..N-1 (default 1)")
-    swp.add_argument("--jobs", type=_positive_int, default=None, metavar="J",
+    swp.add_argument("--jobs", type=whole_type(JOBS), default=None, metavar="J",
                      help="worker processes (default: the CPUs this process may use)")
     swp.add_argument("--executor", choices=["process", "dask"], default="process",
                      help="process: a local process pool (default); dask: a Dask distributed cluster (a LocalCluster, "
                           "or --scheduler); needs pip install 'infersim[sweep]'")
     swp.add_argument("--scheduler", default=None, metavar="ADDRESS",
                      help="with --executor dask: the address of a running Dask scheduler, e.g. tcp://host:8786")
-    swp.add_argument("--at-interactivity", type=float, default=None, metavar="TOK_PER_S",
+    swp.add_argument("--at-interactivity", type=real_type(INTERACTIVITY), default=None, metavar="TOK_PER_S",
                      help="also print the best configuration at this P90 interactivity (tok/s/user): the frontier "
                           "interpolated there")
     swp.add_argument("--calibration", default=None, metavar="YAML",
@@ -114,9 +130,10 @@ def _parser() -> argparse.ArgumentParser:
 
     occ = sub.add_parser("occupancy", help="workgroups resident per CU/SM and what limits them")
     occ.add_argument("--hw", required=True, help="GPU name, e.g. mi355x, h200")
-    occ.add_argument("--lds-bytes", type=_non_negative_int, default=0, help="LDS/shared memory per workgroup")
-    occ.add_argument("--vgprs", type=_non_negative_int, default=0, help="registers per thread (0: unknown)")
-    occ.add_argument("--threads", type=_non_negative_int, default=256, help="threads per workgroup")
+    occ.add_argument("--lds-bytes", type=whole_type(flags.KERNEL_INT), default=0,
+                     help="LDS/shared memory per workgroup")
+    occ.add_argument("--vgprs", type=whole_type(flags.KERNEL_INT), default=0, help="registers per thread (0: unknown)")
+    occ.add_argument("--threads", type=whole_type(flags.KERNEL_INT), default=256, help="threads per workgroup")
     occ.add_argument("--json", action="store_true", help="print one JSON object")
 
     model = sub.add_parser("model", help="model architectures: layer types, parameters")
@@ -130,14 +147,16 @@ def _parser() -> argparse.ArgumentParser:
     mem = sub.add_parser("memory", help="HBM per GPU: weights, KV and KDA state, capacity in tokens")
     mem.add_argument("--model", required=True, help="catalog model, e.g. kimi-k3")
     mem.add_argument("--hw", required=True, help="GPU name, e.g. mi355x")
-    mem.add_argument("--tp", type=_positive_int, default=1, help="tensor-parallel size")
-    mem.add_argument("--dcp", type=_positive_int, default=1, help="decode-context-parallel size (divides tp)")
-    mem.add_argument("--ep", type=_positive_int, default=1, help="expert-parallel size")
-    mem.add_argument("--context", type=_non_negative_int, default=0, help="tokens of one request's history")
-    mem.add_argument("--mem-fraction", type=float, default=0.9, help="share of HBM the engine may use")
-    mem.add_argument("--max-num-seqs", type=_positive_int, default=64, help="sequences whose state is held")
-    mem.add_argument("--max-num-batched-tokens", type=_positive_int, default=8192, help="tokens per step")
-    mem.add_argument("--kda-checkpoint-tokens", type=_positive_int, default=None, metavar="N",
+    _parallel_flags(mem)
+    mem.add_argument("--context", type=whole_type(CONTEXT), default=0, help="tokens of one request's history")
+    mem.add_argument("--mem-fraction", type=real_type(field_range(Serving, "gpu_memory_utilization")), default=0.9,
+                     help="share of HBM the engine may use")
+    mem.add_argument("--max-num-seqs", type=whole_type(field_range(Serving, "max_num_seqs")), default=64,
+                     help="sequences whose state is held")
+    mem.add_argument("--max-num-batched-tokens", type=whole_type(field_range(Serving, "max_num_batched_tokens")),
+                     default=8192, help="tokens per step")
+    mem.add_argument("--kda-checkpoint-tokens", type=whole_type(field_range(Cache, "kda_checkpoint_interval")),
+                     default=None, metavar="N",
                      help="a cached prefix keeps a KDA state every N tokens; their bytes count against capacity")
     mem.add_argument("--row-only-weights", action="store_true",
                      help="load only the routed-output rows each rank uses (MoE routed-output ownership, "
@@ -147,13 +166,11 @@ def _parser() -> argparse.ArgumentParser:
     step = sub.add_parser("step", help="one engine step as kernels per rank: counts, FLOP, bytes, kernel time")
     step.add_argument("--model", required=True, help="catalog model, e.g. kimi-k3")
     step.add_argument("--hw", required=True, help="GPU name, e.g. mi355x")
-    step.add_argument("--tp", type=_positive_int, default=1, help="tensor-parallel size")
-    step.add_argument("--dcp", type=_positive_int, default=1, help="decode-context-parallel size (divides tp)")
-    step.add_argument("--ep", type=_positive_int, default=1, help="expert-parallel size")
+    _parallel_flags(step)
     step.add_argument("--decode", metavar="NxCONTEXT", help="N decoding sequences of CONTEXT tokens, e.g. 64x32768")
     step.add_argument("--prefill", metavar="NxTOKENS[@CACHED]", help="N prefill chunks, e.g. 2x8192@4096")
     step.add_argument("--verify", metavar="NxCONTEXT", help="N sequences verifying --drafts draft tokens each")
-    step.add_argument("--drafts", type=_non_negative_int, default=0,
+    step.add_argument("--drafts", type=whole_type(field_range(SpecDecode, "drafts")), default=0,
                       help="draft tokens per verifying sequence (the scenario's spec_decode.drafts)")
     step.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
                       help="a key of the scenario's kernels section (the studies' mechanisms), "
@@ -173,7 +190,7 @@ def _parser() -> argparse.ArgumentParser:
 
     coll = sub.add_parser("collective", help="time of a collective on a platform, or a sweep over sizes")
     coll.add_argument("--hw", required=True, help="GPU (its 8-GPU platform) or platform name, e.g. mi355x, h200-2")
-    coll.add_argument("--tp", type=_positive_int, required=True, help="ranks in the group")
+    coll.add_argument("--tp", type=whole_type(field_range(Parallel, "tp")), required=True, help="ranks in the group")
     coll.add_argument("--op", default="allreduce", help="allreduce, allgather, reducescatter or alltoall")
     coll.add_argument("--algo", default=None, help="ring, oneshot, twoshot, quickreduce (default: the engine's choice)")
     coll.add_argument("--codec", default=None, help="QuickReduce codec: fp, int8, int6, int4, int3, fp4")
@@ -215,7 +232,7 @@ def _parser() -> argparse.ArgumentParser:
     tp.add_argument("--step-times", default=None, metavar="CSV",
                     help="each trace's measured step time (columns trace, time_s_median), e.g. engine_step.csv")
     tp.add_argument("--html", default=None, metavar="FILE", help="also write a plotly page of the comparison")
-    tp.add_argument("--group-size", type=int, default=None, metavar="N",
+    tp.add_argument("--group-size", type=whole_type(GROUP), default=None, metavar="N",
                     help="ranks of the traced collectives (default: the trace's GPUs when it holds several)")
     tp.add_argument("--json", action="store_true", help="print one JSON object")
     _cost_model_flag(tp)
@@ -227,7 +244,8 @@ def _parser() -> argparse.ArgumentParser:
     cal.add_argument("--step-times", default=None, metavar="CSV",
                      help="each trace's measured step time (columns trace, time_s_median): fit the graph node's "
                           "overhead and test whole steps; without it, test the traced kernel time")
-    cal.add_argument("--train-share", type=float, default=0.5, help="share of the traces to fit on (default 0.5)")
+    cal.add_argument("--train-share", type=real_type(SHARE), default=0.5,
+                     help="share of the traces to fit on (default 0.5)")
     cal.add_argument("--json", action="store_true", help="print one JSON object")
     _cost_model_flag(cal)
     for command in (run, comp, step, val, tp):
@@ -251,21 +269,10 @@ def _replicate_flags(command: argparse.ArgumentParser, default: str) -> None:
                          help="with --seeds: worker processes (default: the CPUs, capped by the runs)")
 
 
-def _non_negative_int(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
-    if value < 0:
-        raise argparse.ArgumentTypeError(f"must not be negative, got {value}")
-    return value
-
-
-def _positive_int(text: str) -> int:
-    value = _non_negative_int(text)
-    if value == 0:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
+def _parallel_flags(command: argparse.ArgumentParser) -> None:
+    for name, help_text in (("tp", "tensor-parallel size"), ("dcp", "decode-context-parallel size (divides tp)"),
+                            ("ep", "expert-parallel size")):
+        command.add_argument(f"--{name}", type=whole_type(field_range(Parallel, name)), default=1, help=help_text)
 
 
 def _run(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
@@ -341,10 +348,10 @@ def _dispatch(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
 
 
 def _step(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
-    from infersim import outputs
+    from infersim import output_paths
 
     if args.trace is not None:
-        outputs.check_trace_path(args.trace)
+        output_paths.write_target(args.trace, "--trace")
     query = dict(tp=args.tp, dcp=args.dcp, ep=args.ep, decode=args.decode, prefill=args.prefill, verify=args.verify,
                  drafts=args.drafts, options=args.option, platform=args.platform, quickreduce=args.quickreduce)
     result = workload_queries.step_query(args.model, args.hw, **query)
@@ -375,15 +382,15 @@ def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     if args.force and args.out is None:
         raise UserError("--force lets --out replace a folder: give --out DIR too")
     if args.out is not None:
-        from infersim.outputs import check_run_out
+        from infersim.output_paths import check_run_folder
 
-        check_run_out(args.out, args.force)  # fail before simulating, not after
+        check_run_folder(args.out, args.force)  # fail before simulating, not after
     if args.trace_steps is not None and args.trace is None:
         raise UserError("--trace-steps bounds the trace: give --trace FILE too")
     if args.trace is not None:
-        from infersim.outputs import check_trace_path
+        from infersim.output_paths import write_target
 
-        check_trace_path(args.trace)  # fail before simulating, not after
+        write_target(args.trace, "--trace")  # fail before simulating, not after
     if args.json and args.output_format == "vllm":
         raise UserError("--json prints infersim's summary and --format vllm the vllm bench serve result: give one")
     aliases = vars(args)
@@ -419,6 +426,10 @@ def _collective(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         raise UserError("give exactly one of --bytes SIZE or --sweep LOW:HIGH")
     if args.out and not args.sweep:
         raise UserError("--out writes the sweep chart: give --sweep too")
+    if args.out:
+        from infersim.output_paths import check_folder
+
+        check_folder(args.out, "--out")  # before the sweep is computed
     if args.bytes is not None:
         result = collective_queries.collective_query(args.hw, tp=args.tp, op=args.op, size=args.bytes,
                                                      algo=args.algo, codec=args.codec, launch=args.launch)

@@ -10,7 +10,7 @@ from hwmodels.choices import parse_choice
 from hwmodels.interconnect import build_fabric
 from hwmodels.roofline import LaunchMode
 from hwmodels.spec import load_gpu, load_platform, spec_names
-from hwmodels.units import parse_size_bytes
+from infersim import flags
 from simulator.cost.collective_algorithms import Algorithm
 from simulator.cost.collective_policy import collective_time, select_allreduce
 from workloads.codecs import Codec
@@ -59,7 +59,7 @@ def collective_query(hw: str, *, tp: int, op: str, size: str, algo: str | None =
     codec_value = Codec.parse(codec) if codec else None
     if algorithm is Algorithm.QUICKREDUCE and codec_value is None:
         raise ValueError("--algo quickreduce needs --codec (fp, int8, int6, int4, int3, fp4)")
-    size_bytes = parse_size_bytes(size)
+    size_bytes = flags.size(size, "--bytes")
     if size_bytes < 2:
         raise ValueError(f"--bytes must be at least 2 (one bf16 value), got {size_bytes}")
     fabric = build_fabric(platform, gpu)
@@ -90,7 +90,7 @@ def sweep_sizes(spec: str) -> list[int]:
     low_text, sep, high_text = spec.partition(":")
     if not sep:
         raise ValueError(f"--sweep {spec!r}: expected LOW:HIGH, e.g. 4KiB:1GiB")
-    low, high = parse_size_bytes(low_text), parse_size_bytes(high_text)
+    low, high = flags.size(low_text, "--sweep LOW"), flags.size(high_text, "--sweep HIGH")
     if low < 2 or high < low:
         raise ValueError(f"--sweep {spec!r}: need 2 <= LOW <= HIGH")
     sizes, size = [], 1 << (low - 1).bit_length()
@@ -126,7 +126,7 @@ def write_sweep_chart(sweep: dict[str, Any], out_dir: str) -> Path:
     """A plotly chart of speedup over the ring for each variant, written atomically as HTML."""
     import plotly.graph_objects as go
 
-    from infersim.outputs import atomic_write
+    from infersim.output_paths import atomic_write, check_folder
 
     figure = go.Figure()
     sizes = [row["bytes"] for row in sweep["rows"]]
@@ -138,8 +138,7 @@ def write_sweep_chart(sweep: dict[str, Any], out_dir: str) -> Path:
         xaxis={"title": "message size (bytes)", "type": "log"},
         yaxis={"title": "speedup over ring (x)"},
     )
-    out = Path(out_dir)
+    out = check_folder(out_dir, "--out")
     out.mkdir(parents=True, exist_ok=True)
     target = out / f"collective-{sweep['platform']}-tp{sweep['tp']}-{sweep['op']}.html"
-    atomic_write(target, lambda tmp: figure.write_html(tmp, include_plotlyjs=True))
-    return target
+    return atomic_write(target, lambda tmp: figure.write_html(tmp, include_plotlyjs=True), "--out")

@@ -1,7 +1,8 @@
-"""What `infersim run --out DIR` writes: summary.json, requests.csv, steps.csv, report.html and the resolved
-scenario.yaml (`infersim run DIR/scenario.yaml` reproduces the run), as one set: written into a temporary folder
-beside DIR and swapped into place, so DIR holds the previous run or the new one, never a mix; and the Chrome
-traces of `--trace FILE` (`infersim step`, `infersim run`)."""
+"""What `infersim run --out DIR` writes: summary.json, requests.csv, steps.csv, report.html, the resolved
+scenario.yaml (`infersim run DIR/scenario.yaml` reproduces the run) and the folder's marker
+(`infersim/output_paths.py`), as one set: written into a temporary folder beside DIR and swapped into place, so DIR
+holds the previous run or the new one, never a mix; and the Chrome traces of `--trace FILE` (`infersim step`,
+`infersim run`)."""
 
 from __future__ import annotations
 
@@ -18,40 +19,10 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from infersim.output_paths import MARKER, RUN, atomic_write, check_run_folder, marker_text
 from simulator.simulate import SimulationResult
 
-
-def atomic_write(path: Path, write: Callable[[str], None]) -> None:
-    """Write through a temporary file in the same folder, then rename: no reader sees half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes files private; results are ordinary files
-    try:
-        write(tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-
-
 OUTPUT_NAMES = ("summary.json", "requests.csv", "steps.csv", "report.html", "scenario.yaml")
-
-
-def check_out_dir(out_dir: str | Path) -> Path:
-    """`out_dir` as a Path if it is or can become a folder; a ValueError naming it otherwise (checked before a run)."""
-    if str(out_dir) == "":
-        raise ValueError("--out needs a folder name, got ''")
-    out = Path(out_dir)
-    if out.exists() and not out.is_dir():
-        raise ValueError(f"--out {out}: exists and is not a folder")
-    parent = out.parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if parent.exists() and not parent.is_dir():
-        raise ValueError(f"--out {out}: {parent} is not a folder")
-    return out
 
 
 def scenario_yaml(scenario: Any) -> str:
@@ -65,30 +36,8 @@ def scenario_yaml(scenario: Any) -> str:
     return header + yaml.safe_dump(to_mapping(scenario), sort_keys=False, allow_unicode=True)
 
 
-RUN_MARKER = "summary.json"  # a folder holding this file (written last into the new set) is an infersim run
 _TEMP_TAG = ".infersim-"  # beside OUT: .NAME.infersim-new-PID-XXXX (being written), .NAME.infersim-old-PID-XXXX
 WRITE_DELAY_ENV = "INFERSIM_WRITE_DELAY_S"  # seconds to pause after each file: widens the window signal tests hit
-
-
-def check_run_out(out_dir: str | Path, force: bool = False) -> Path:
-    """`out_dir` as a Path if a run may be written there; a ValueError naming it otherwise (checked before a run).
-
-    The nearest existing folder on the way must be writable; an existing non-empty folder must hold an infersim
-    run (its `summary.json`), unless `force` lets the run replace whatever is there."""
-    out = check_out_dir(out_dir)
-    if out.is_symlink() and not out.exists():
-        raise ValueError(f"--out {out}: is a link to nothing ({os.readlink(out)})")
-    if out.is_symlink():
-        out = out.resolve()  # the run replaces the folder the link names; the link stays
-    parent = out.absolute().parent
-    while not parent.exists() and parent != parent.parent:
-        parent = parent.parent
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"--out {out}: cannot write in {parent}")
-    if out.is_dir() and not force and any(out.iterdir()) and not (out / RUN_MARKER).is_file():
-        raise ValueError(f"--out {out}: a non-empty folder that holds no infersim run (no {RUN_MARKER}); "
-                         "give --force to replace it")
-    return out
 
 
 def write_outputs(result: SimulationResult, out_dir: str | Path, extra: Mapping[str, str] | None = None,
@@ -98,7 +47,7 @@ def write_outputs(result: SimulationResult, out_dir: str | Path, extra: Mapping[
     The files are written into a temporary folder beside `out_dir`, then that folder takes `out_dir`'s place in one
     rename (an exchange where the old run stays until the new one is in); a failure or a signal leaves the old
     folder as it was and no temporary files."""
-    out = check_run_out(out_dir, force)
+    out = check_run_folder(out_dir, force)
     delay_s = float(os.environ.get(WRITE_DELAY_ENV) or 0)
     writers: dict[str, Callable[[Path], None]] = {
         "requests.csv": lambda path: result.requests.to_csv(path, index=False),
@@ -107,10 +56,12 @@ def write_outputs(result: SimulationResult, out_dir: str | Path, extra: Mapping[
         "scenario.yaml": lambda path: path.write_text(scenario_yaml(result.scenario), encoding="utf-8"),
         **{name: (lambda path, text=text: path.write_text(text, encoding="utf-8"))
            for name, text in (extra or {}).items()},
-        # last, so that a folder with it is a complete run
-        RUN_MARKER: lambda path: path.write_text(json.dumps(result.summary, indent=2, allow_nan=False) + "\n",
-                                                 encoding="utf-8"),
+        "summary.json": lambda path: path.write_text(json.dumps(result.summary, indent=2, allow_nan=False) + "\n",
+                                                     encoding="utf-8"),
     }
+    # last, so that a folder with it is a complete run; it lists the files, so that a later run replaces only a
+    # folder that holds nothing else
+    writers[MARKER] = lambda path: path.write_text(marker_text(RUN, list(writers)), encoding="utf-8")
     parent = out.absolute().parent
     parent.mkdir(parents=True, exist_ok=True)
     remove_leftovers(out)
@@ -240,29 +191,10 @@ def infersim_version() -> str:
         return "unknown"
 
 
-def check_trace_path(path: str | Path) -> Path:
-    """`path` as a Path if a trace file can be written there; a ValueError naming it otherwise (checked before work)."""
-    if str(path) == "":
-        raise ValueError("--trace needs a file name, got ''")
-    target = Path(path)
-    if target.is_dir():
-        raise ValueError(f"--trace {target}: is a folder, not a file")
-    parent = target.parent
-    if not parent.exists():
-        raise ValueError(f"--trace {target}: folder {parent} does not exist")
-    if not parent.is_dir():
-        raise ValueError(f"--trace {target}: {parent} is not a folder")
-    if not os.access(parent, os.W_OK | os.X_OK):
-        raise ValueError(f"--trace {target}: cannot write in {parent}")
-    return target
-
-
 def write_trace(trace: Mapping[str, Any], path: str | Path) -> Path:
     """A Chrome trace document as JSON at `path`, atomically: the text is made before the file is touched."""
-    target = check_trace_path(path)
     text = json.dumps(trace, separators=(",", ":"), allow_nan=False) + "\n"
-    atomic_write(target, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
-    return target
+    return atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"), "--trace")
 
 
 def run_trace(result: SimulationResult, max_steps: int | None = None) -> dict[str, Any]:

@@ -13,7 +13,7 @@ from hwmodels.dtypes import Dtype
 from hwmodels.occupancy import occupancy
 from hwmodels.roofline import KernelTime, LaunchMode, kernel_time
 from hwmodels.spec import GPU, Platform, load_gpu, load_platform, spec_names
-from hwmodels.units import parse_size_bytes
+from infersim import flags
 from workloads.kernels import KERNEL_KINDS
 from workloads.tiles import with_tiles
 
@@ -112,24 +112,20 @@ def from_strings(cls: type, params: Mapping[str, str], label: str) -> Any:
 
 
 def _parse_value(kind: str, key: str, hint: Any, text: str) -> Any:
+    """One `--param KEY=VALUE`: numbers through the command line's bounded conversion (infersim/flags.py)."""
+    flag = f"{kind}: --param {key}"
     if hint is int and key.endswith("bytes"):
-        try:
-            return parse_size_bytes(text)
-        except ValueError as err:
-            raise ValueError(f"{kind}: {key}: {err}") from None
+        return flags.size(text, flag)
+    if hint is int:
+        return flags.whole(text, flag, flags.KERNEL_INT)
+    if hint is float:
+        return flags.real(text, flag, flags.KERNEL_FLOAT)
     try:
         if hint is bool:
             lowered = text.lower()
             if lowered not in ("true", "false", "1", "0", "yes", "no"):
                 raise ValueError
             return lowered in ("true", "1", "yes")
-        if hint is int:
-            number = float(text)
-            if number != int(number):
-                raise ValueError
-            return int(number)
-        if hint is float:
-            return float(text)
         if isinstance(hint, type) and issubclass(hint, Enum):
             return hint(text.lower())
     except ValueError:

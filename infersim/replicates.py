@@ -18,16 +18,12 @@ from simulator.simulate import SimulationResult
 
 
 def count_flag(flag: str, text: str | int | None, default: int) -> int:
-    """The value of a count flag (--seeds, --jobs): a whole number of at least 1; a one-line ValueError otherwise."""
+    """The value of --seeds or --jobs (their ranges: infersim/flags.py SEEDS, JOBS); a one-line ValueError otherwise."""
+    from infersim.flags import JOBS, SEEDS, whole
+
     if text is None:
         return default
-    try:
-        value = int(text)
-    except ValueError:
-        raise ValueError(f"{flag}: expected a whole number, got {text!r}") from None
-    if value < 1:
-        raise ValueError(f"{flag}: must be at least 1, got {value}")
-    return value
+    return whole(str(text), flag, {"--seeds": SEEDS, "--jobs": JOBS}[flag])
 
 
 def default_jobs(runs: int) -> int:
@@ -94,9 +90,11 @@ def run_all(scenarios: Sequence[Scenario], jobs: int, keep: Collection[int] = ()
                 outcomes.append(_run_task(task))
                 progress.advance()
         return outcomes
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import as_completed
 
-    with ProcessPoolExecutor(max_workers=jobs) as pool:
+    from infersim.worker_pool import process_pool
+
+    with process_pool(jobs) as pool:
         # every run is submitted (and the workers started) before the progress bar starts its thread
         futures = [pool.submit(_run_task, task) for task in tasks]
         try:

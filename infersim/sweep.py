@@ -18,6 +18,7 @@ import argparse
 import contextlib
 import hashlib
 import json
+import math
 import os
 import sys
 import time
@@ -28,10 +29,13 @@ from typing import Any
 
 import yaml
 
+from hwmodels.input_files import read_regular
+from hwmodels.specfile import YAML_MAX_BYTES, shown
 from infersim import sweep_table
 from infersim.sweep_grid import Axis, parse_grid, points
 from infersim.sweep_worker import Task, error_text
-from simulator.replicates import replicate_seeds
+from infersim.worker_pool import MAX_JOBS
+from simulator.replicates import MAX_REPLICATES, replicate_seeds
 from simulator.scenario import (
     DEFAULT_SCENARIO,
     Scenario,
@@ -50,6 +54,7 @@ EXTRA = "pip install 'infersim[sweep]'"
 FLUSH_S = 5.0  # the table is rewritten this often while points finish (and at the end)
 DASK_CONNECT_S = 10  # how long to try reaching --scheduler
 PAGE, SCENARIO_FILE = "sweep.html", "scenario.yaml"
+FILES = (sweep_table.PARQUET, sweep_table.CSV, sweep_table.JOURNAL, PAGE, SCENARIO_FILE)  # what a sweep writes
 
 
 class SweepError(ValueError):
@@ -88,9 +93,9 @@ def run_sweep(base: str, grid: Sequence[str], out: str | Path, *, overlays: Sequ
     _check_installed(executor)
     axes = parse_grid(grid, seeds)
     _check_keys(axes, sets)
-    from infersim.outputs import check_out_dir
+    from infersim.output_paths import claim_sweep_folder
 
-    folder = check_out_dir(out)
+    folder = claim_sweep_folder(out, FILES, check_only=True)
     base_raw = read_scenario_file(DEFAULT_SCENARIO if base == DEFAULT_BASE else base)
     for overlay in overlays:  # as load_scenario composes them, read once for every point
         base_raw = deep_merge(base_raw, read_scenario_file(overlay))
@@ -98,13 +103,14 @@ def run_sweep(base: str, grid: Sequence[str], out: str | Path, *, overlays: Sequ
     base_scenario = build(Scenario, base_raw)
     calibration = None if calibration is None else str(Path(calibration).resolve())
     planned = plan(base_raw, axes)
+    _check_calibration(calibration, planned)
     digest = base_hash(base_scenario, calibration)
     work = schedule(planned, [axis.key for axis in axes], _existing_rows(folder, base_scenario, digest),
                     to_mapping(base_scenario), replicate_seeds(base_scenario, seeds), digest, calibration)
 
     with contextlib.ExitStack() as stack:  # a Dask client and cluster, closed however the sweep ends
         results = _start(work.tasks, executor, jobs, scheduler, stack)
-        folder.mkdir(parents=True, exist_ok=True)
+        claim_sweep_folder(folder, FILES)
         _write_base(folder / SCENARIO_FILE, base_scenario)
         title = f"infersim sweep of {base_scenario.name}: {' x '.join(axis.key for axis in axes)}"
         output = _Output(folder, work, title, seeds, at_interactivity)
@@ -229,8 +235,8 @@ def _collect(results: Iterator[dict[str, Any]], output: _Output, digest: str, un
 
 def _check_flags(seeds: int, jobs: int | None, executor: str, scheduler: str | None,
                  at_interactivity: float | None) -> None:
-    if seeds < 1:
-        raise SweepError(f"--seeds must be at least 1, got {seeds}")
+    if not 1 <= seeds <= MAX_REPLICATES:
+        raise SweepError(f"--seeds must lie in 1..{MAX_REPLICATES}, got {shown(seeds)}")
     if executor not in ("process", "dask"):
         raise SweepError(f"--executor {executor!r}: expected process or dask")
     if scheduler is not None and executor != "dask":
@@ -238,10 +244,10 @@ def _check_flags(seeds: int, jobs: int | None, executor: str, scheduler: str | N
     if scheduler is not None and jobs is not None:
         raise SweepError("--jobs sizes a local pool or LocalCluster; with --scheduler the cluster's workers run the "
                          "points: drop one")
-    if jobs is not None and jobs < 1:
-        raise SweepError(f"--jobs must be at least 1, got {jobs}")
-    if at_interactivity is not None and not at_interactivity > 0:
-        raise SweepError(f"--at-interactivity must be a positive tok/s/user, got {at_interactivity}")
+    if jobs is not None and not 1 <= jobs <= MAX_JOBS:
+        raise SweepError(f"--jobs must lie in 1..{MAX_JOBS}, got {shown(jobs)}")
+    if at_interactivity is not None and not (math.isfinite(at_interactivity) and at_interactivity > 0):
+        raise SweepError(f"--at-interactivity must be a finite, positive tok/s/user, got {at_interactivity}")
 
 
 def _check_installed(executor: str) -> None:
@@ -255,6 +261,19 @@ def _check_installed(executor: str) -> None:
             import dask.distributed  # noqa: F401
         except ImportError:
             raise SweepError(f"--executor dask needs dask.distributed: {EXTRA}") from None
+
+
+def _check_calibration(calibration: str | None, planned: Sequence[Point]) -> None:
+    """The calibration file loaded for every GPU the points run on, before any point runs: a bad file is the one-line
+    error the other commands give, not a row of errors per point."""
+    if calibration is None:
+        return
+    from hwmodels.calibration import load_calibration
+    from hwmodels.spec import load_platform
+
+    platforms = {point.scenario["hardware"]["platform"] for point in planned if point.scenario is not None}
+    for gpu in sorted({load_platform(platform).gpu for platform in platforms}):
+        load_calibration(gpu, calibration)
 
 
 def _check_keys(axes: Sequence[Axis], sets: Sequence[str]) -> None:
@@ -311,7 +330,7 @@ def base_hash(scenario: Scenario, calibration: str | None) -> str:
     mapping = to_mapping(scenario)
     mapping.pop("name", None)
     mapping["workload"].pop("seed", None)
-    calib = hashlib.sha256(Path(calibration).read_bytes()).hexdigest() if calibration else None
+    calib = hashlib.sha256(read_regular(calibration, YAML_MAX_BYTES)).hexdigest() if calibration else None
     text = json.dumps({"scenario": mapping, "calibration": calib}, sort_keys=True, default=str)
     return hashlib.sha256(text.encode()).hexdigest()[:16]
 
@@ -338,7 +357,7 @@ def _existing_rows(folder: Path, base: Scenario, digest: str) -> list[dict[str, 
 
 
 def _write_base(path: Path, scenario: Scenario) -> None:
-    from infersim.outputs import atomic_write
+    from infersim.output_paths import atomic_write
 
     text = ("# The resolved base scenario of an infersim sweep (overlays and --set applied, no grid values).\n"
             "# Its hash, name and workload.seed aside, identifies the sweep's rows (base_hash).\n"
@@ -373,15 +392,16 @@ def _start(tasks: Sequence[Task], executor: str, jobs: int | None, scheduler: st
 
 def _pool_results(tasks: Sequence[Task], jobs: int) -> Iterator[dict[str, Any]]:
     import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
+    from concurrent.futures import as_completed
     from concurrent.futures.process import BrokenProcessPool
 
     from infersim.sweep_worker import ignore_interrupts, run_point
+    from infersim.worker_pool import process_pool
 
     # forkserver: workers start from a clean process with the simulator imported once (no fork of our threads)
     context = multiprocessing.get_context("forkserver")
     context.set_forkserver_preload(["infersim.sweep_worker"])
-    pool = ProcessPoolExecutor(max_workers=min(jobs, len(tasks)), mp_context=context, initializer=ignore_interrupts)
+    pool = process_pool(min(jobs, len(tasks)), context, ignore_interrupts)
     try:
         futures = [pool.submit(run_point, task) for task in tasks]
         for future in as_completed(futures):

@@ -17,7 +17,7 @@ from hwmodels.specfile import YamlError, parse_yaml
 
 MAX_VALUES = 100_000  # values of one key: a typo like 0..10000000 is an error, not an hour of expansion
 MAX_POINTS = 1_000_000  # points of a whole grid
-RANGE = re.compile(r"^(-?\d+)\.\.(-?\d+)(?:([:*])(-?\d+))?$")
+RANGE = re.compile(r"^(-?\d{1,18})\.\.(-?\d{1,18})(?:([:*])(-?\d{1,18}))?$")  # 18 digits: any int64
 SYNTAX = "a list 1,2,4,8, a range 0..6, a stepped range 4..64:4 or a geometric range 4..512*2"
 
 
@@ -33,20 +33,25 @@ class Axis:
     texts: tuple[str, ...]
 
 
+def _shown(text: str) -> str:
+    """A flag's text as an error quotes it: at most 80 characters."""
+    return repr(text if len(text) <= 80 else text[:77] + "...")
+
+
 def parse_axis(spec: str) -> Axis:
     """One `--grid KEY=VALUES` flag."""
     key, sep, values = spec.partition("=")
     key = key.strip()
     if not sep or not key or not values.strip():
-        raise GridError(f"--grid {spec!r}: expected KEY=VALUES with VALUES {SYNTAX}")
+        raise GridError(f"--grid {_shown(spec)}: expected KEY=VALUES with VALUES {SYNTAX}")
     texts: list[str] = []
     for item in values.split(","):
         item = item.strip()
         if not item:
-            raise GridError(f"--grid {spec!r}: an empty value between commas")
+            raise GridError(f"--grid {_shown(spec)}: an empty value between commas")
         texts += _expand(item, spec)
         if len(texts) > MAX_VALUES:
-            raise GridError(f"--grid {spec!r}: more than {MAX_VALUES:,} values")
+            raise GridError(f"--grid {_shown(spec)}: more than {MAX_VALUES:,} values")
     seen: dict[tuple[bool, Any], str] = {}
     for text in texts:
         try:
@@ -55,7 +60,7 @@ def parse_axis(spec: str) -> Axis:
             raise GridError(str(err)) from None
         marker = (isinstance(value, bool), value if isinstance(value, int | float | str | bool) else text)
         if marker in seen:
-            raise GridError(f"--grid {spec!r}: the value {text} is given twice"
+            raise GridError(f"--grid {_shown(spec)}: the value {text} is given twice"
                             + (f" (as {seen[marker]} too)" if seen[marker] != text else ""))
         seen[marker] = text
     return Axis(key, tuple(texts))
@@ -66,27 +71,28 @@ def _expand(item: str, spec: str) -> list[str]:
     match = RANGE.match(item)
     if match is None:
         if ".." in item:
-            raise GridError(f"--grid {spec!r}: {item!r} is not a range of whole numbers ({SYNTAX})")
+            raise GridError(f"--grid {_shown(spec)}: {_shown(item)} is not a range of whole numbers of at most 18 "
+                            f"digits ({SYNTAX})")
         return [item]
     start, stop, kind, by = match.groups()
     first, last = int(start), int(stop)
     if last < first:
-        raise GridError(f"--grid {spec!r}: the range {item} is empty (it ends below its start)")
+        raise GridError(f"--grid {_shown(spec)}: the range {item} is empty (it ends below its start)")
     if kind == "*":
         factor = int(by)
         if factor < 2:
-            raise GridError(f"--grid {spec!r}: the factor of {item} must be at least 2, got {factor}")
+            raise GridError(f"--grid {_shown(spec)}: the factor of {item} must be at least 2, got {factor}")
         if first <= 0:
-            raise GridError(f"--grid {spec!r}: a geometric range starts above 0, got {first}")
+            raise GridError(f"--grid {_shown(spec)}: a geometric range starts above 0, got {first}")
         values = [first]
         while values[-1] * factor <= last:
             values.append(values[-1] * factor)
         return [str(v) for v in values]
     step = int(by) if kind == ":" else 1
     if step < 1:
-        raise GridError(f"--grid {spec!r}: the step of {item} must be at least 1, got {step}")
+        raise GridError(f"--grid {_shown(spec)}: the step of {item} must be at least 1, got {step}")
     if (last - first) // step + 1 > MAX_VALUES:
-        raise GridError(f"--grid {spec!r}: {item} has more than {MAX_VALUES:,} values")
+        raise GridError(f"--grid {_shown(spec)}: {item} has more than {MAX_VALUES:,} values")
     return [str(v) for v in range(first, last + 1, step)]
 
 

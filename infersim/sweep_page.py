@@ -109,7 +109,7 @@ def sweep_figure(stats: Sequence[Mapping[str, Any]], grid_keys: Sequence[str], t
 
 def write_page(figure: Any, path: Path) -> Path:
     """The figure as one offline HTML page (plotly.js inlined), atomically."""
-    from infersim.outputs import atomic_write
+    from infersim.output_paths import atomic_write
 
     html = figure.to_html(include_plotlyjs=True, full_html=True)
     atomic_write(path, lambda tmp: Path(tmp).write_text(html, encoding="utf-8"))

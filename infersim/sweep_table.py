@@ -10,15 +10,20 @@ rerun reads both back (the journal wins), so an interrupted sweep keeps every ro
 
 from __future__ import annotations
 
+import io
 import json
 import math
+import os
+import stat
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import IO, Any
 
 import numpy as np
 
-from infersim.outputs import atomic_write
+from hwmodels.input_files import FileTooLarge, kind_of, read_regular
+from infersim.output_paths import atomic_write
+from infersim.sweep_grid import MAX_POINTS
 
 PARQUET, CSV, JOURNAL = "sweep.parquet", "sweep.csv", "sweep.rows.jsonl"
 METADATA_KEY = b"infersim.sweep"  # Parquet schema metadata: the grid keys, so that a rerun can read rows back
@@ -26,6 +31,8 @@ LEADING = ("point", "seed")
 STATUS = ("status", "error")
 TRAILING = ("wall_s", "base_hash")
 SKIPPED = "skipped"
+# A row is about 2 KB (its ~60 metrics), so MAX_POINTS runs write about 2 GB; a file past twice that is no journal.
+JOURNAL_MAX_BYTES = 4 << 30
 
 
 class TableError(ValueError):
@@ -49,16 +56,48 @@ def row_key(seed: int, grid: Mapping[str, Any], keys: Sequence[str]) -> tuple[An
 
 
 def open_journal(out: Path) -> IO[str]:
-    """The journal, opened to append, locked against a second sweep writing the same folder."""
+    """The journal, opened to append, locked against a second sweep writing the same folder, and ending in a whole
+    line: a last line that a killed sweep left half-written is cut off (its row runs again)."""
     import fcntl
 
-    handle = (out / JOURNAL).open("a", encoding="utf-8")
+    path = out / JOURNAL
+    try:  # a regular file only: no link followed, and a pipe refused rather than waited on
+        descriptor = os.open(path, os.O_RDWR | os.O_APPEND | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK, 0o666)
+    except OSError as err:
+        raise TableError(f"{path}: cannot open the sweep's journal: {err.strerror or err}") from None
+    handle = os.fdopen(descriptor, "a+b")
     try:
-        fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
+        mode = os.fstat(descriptor).st_mode
+        if not stat.S_ISREG(mode):
+            raise TableError(f"{path}: is {kind_of(mode)}, not the sweep's journal (a regular file)")
+        os.set_blocking(descriptor, True)
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            raise TableError(f"--out {out}: another sweep is writing there") from None
+        _cut_torn_line(handle)
+    except BaseException:
         handle.close()
-        raise TableError(f"--out {out}: another sweep is writing there") from None
-    return handle
+        raise
+    return io.TextIOWrapper(handle, encoding="utf-8", newline="\n")
+
+
+def _cut_torn_line(handle: IO[bytes]) -> None:
+    """Truncate a journal after its last newline, so that the next row starts a line of its own."""
+    size = handle.seek(0, os.SEEK_END)
+    end = size
+    while end > 0:
+        start = max(0, end - 65536)
+        handle.seek(start)
+        block = handle.read(end - start)
+        newline = block.rfind(b"\n")
+        if newline >= 0:
+            end = start + newline + 1
+            break
+        end = start
+    if end != size:
+        handle.truncate(end)
+    handle.seek(0, os.SEEK_END)
 
 
 def append(journal: IO[str], row: Mapping[str, Any]) -> None:
@@ -71,14 +110,36 @@ def read_rows(out: Path) -> list[dict[str, Any]]:
     """The rows a folder holds, from sweep.parquet then the journal (later rows replace earlier ones)."""
     rows = _parquet_rows(out / PARQUET) if (out / PARQUET).exists() else []
     if (out / JOURNAL).exists():
-        for line in (out / JOURNAL).read_text(encoding="utf-8").splitlines():
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError:  # the last line of a journal whose writer was killed mid-line
-                continue
-            if isinstance(row, dict) and {"point", "seed", "grid", "status", "metrics", "base_hash"} <= set(row):
-                rows.append(row)
+        rows += _journal_rows(out / JOURNAL)
     return [row for row in rows if row["status"] != SKIPPED]  # skips are recomputed from the grid each run
+
+
+def _journal_rows(path: Path) -> list[dict[str, Any]]:
+    """The journal's rows. A last line without its newline is a row a killed sweep left half-written: skipped (it runs
+    again). Any other line that is not a row is an error naming the file and the line."""
+    try:
+        data = read_regular(path, JOURNAL_MAX_BYTES)
+    except FileTooLarge:
+        raise TableError(f"{path}: larger than {JOURNAL_MAX_BYTES} bytes, more than a sweep of "
+                         f"{MAX_POINTS:,} runs writes") from None
+    except OSError as err:
+        raise TableError(f"{path}: cannot read the sweep's journal: {err.strerror or err}") from None
+    lines = data.split(b"\n")[:-1]  # what follows the last newline is a torn row, or nothing
+    rows = []
+    for number, line in enumerate(lines, start=1):
+        try:
+            row = json.loads(line.decode("utf-8"))
+        except UnicodeDecodeError as err:
+            raise TableError(f"{path}: line {number} is not UTF-8 text (byte {err.start + 1}: {err.reason}); remove "
+                             "the line (its run goes again) or give another --out") from None
+        except (ValueError, RecursionError):
+            raise TableError(f"{path}: line {number} is not a JSON row; remove the line (its run goes again) or give "
+                             "another --out") from None
+        if isinstance(row, dict) and {"point", "seed", "grid", "status", "metrics", "base_hash"} <= set(row):
+            rows.append(row)
+        else:
+            raise TableError(f"{path}: line {number} is not a sweep row; remove the line or give another --out")
+    return rows
 
 
 def _parquet_rows(path: Path) -> list[dict[str, Any]]:

@@ -10,6 +10,7 @@
 from __future__ import annotations
 
 import csv
+import io
 import math
 import statistics
 from collections.abc import Sequence
@@ -19,6 +20,7 @@ from typing import Any
 import yaml
 
 TOP_UNMATCHED = 10
+STEP_TIMES_MAX_BYTES = 100_000_000  # assumption: a step per trace, a line each; far fewer bytes than this
 
 
 def _load(files: Sequence[str], hw: str, calibration: str | None, group_size: int | None = None):
@@ -55,11 +57,17 @@ def read_step_times(path: str | None, files: Sequence[str]) -> list[float] | Non
     """Each trace's measured step time from a CSV of `trace` and `time_s_median` (None without a CSV)."""
     if path is None:
         return None
+    from hwmodels.input_files import FileTooLarge, read_regular
+
     try:
-        with open(path, newline="") as f:
-            rows = list(csv.DictReader(f))
-    except (OSError, UnicodeDecodeError, csv.Error) as err:
-        raise ValueError(f"--step-times {path}: cannot read: {err}") from None
+        text = read_regular(path, STEP_TIMES_MAX_BYTES).decode("utf-8-sig")
+        rows = list(csv.DictReader(io.StringIO(text, newline="")))
+    except FileTooLarge:
+        raise ValueError(f"--step-times {path}: larger than {STEP_TIMES_MAX_BYTES} bytes") from None
+    except OSError as err:
+        raise ValueError(f"--step-times {path}: cannot read: {err.strerror or err}") from None
+    except (UnicodeDecodeError, csv.Error) as err:
+        raise ValueError(f"--step-times {path}: cannot read: {' '.join(str(err).split())[:200]}") from None
     if not rows or not {"trace", "time_s_median"} <= set(rows[0]):
         raise ValueError(f"--step-times {path}: needs the columns trace and time_s_median")
     times: dict[str, float] = {}
@@ -125,9 +133,9 @@ def trace_predict_query(files: Sequence[str], hw: str, calibration: str | None =
     """Per trace and per family, the model's time against the traced; the unmatched kernels with their share."""
     measured = read_step_times(step_times, files)
     if html is not None:
-        from infersim.outputs import check_trace_path
+        from infersim.output_paths import write_target
 
-        check_trace_path(html)
+        write_target(html, "--html")
     predictions, calib = _load(files, hw, calibration, group_size)
     traces = [_trace_row(p, measured[i] if measured else None) for i, p in enumerate(predictions)]
     traced = sum(p.traced_s for p in predictions)
@@ -154,7 +162,7 @@ def write_prediction_page(predictions, result: dict[str, Any], path: str) -> Pat
     import plotly.graph_objects as go
     from plotly.subplots import make_subplots
 
-    from infersim.outputs import atomic_write
+    from infersim.output_paths import atomic_write
 
     families = result["families"]
     figure = make_subplots(rows=1, cols=2, subplot_titles=(
@@ -181,16 +189,14 @@ def write_prediction_page(predictions, result: dict[str, Any], path: str) -> Pat
     figure.update_yaxes(title_text="predicted over traced (ratio)", type="log", row=1, col=2)
     figure.update_layout(title=f"Traces against the model on {result['hw']} ({result['traces']} traces, "
                                f"calibration {result['calibration']})", barmode="group")
-    target = Path(path)
-    atomic_write(target, lambda tmp: figure.write_html(tmp, include_plotlyjs=True, full_html=True))
-    return target
+    return atomic_write(path, lambda tmp: figure.write_html(tmp, include_plotlyjs=True, full_html=True), "--html")
 
 
 def calibrate_query(files: Sequence[str], hw: str, out: str, step_times: str | None = None,
                     train_share: float = 0.5) -> dict[str, Any]:
     """Fit a calibration on a share of the traces (every other one, in name order), report the error on the rest
     before and after, and write the calibration overlay to `out`."""
-    from infersim.outputs import atomic_write
+    from infersim.output_paths import atomic_write, write_target
     from validation.trace_predict import TraceCalibrator, calibration_yaml
 
     if not 0 < train_share < 1:
@@ -198,9 +204,7 @@ def calibrate_query(files: Sequence[str], hw: str, out: str, step_times: str | N
     ordered = sorted(files, key=lambda f: Path(f).name)
     if len(ordered) < 2:
         raise ValueError("calibrate needs at least two traces: some to fit on, the rest to test")
-    target = Path(out)
-    if target.is_dir() or not target.parent.is_dir():
-        raise ValueError(f"--out {out}: not a file in an existing folder")
+    write_target(out, "--out")  # before any trace is read
     measured = read_step_times(step_times, ordered)
     train_idx = _split(len(ordered), train_share)
     test_idx = [i for i in range(len(ordered)) if i not in train_idx]
@@ -231,7 +235,7 @@ def calibrate_query(files: Sequence[str], hw: str, out: str, step_times: str | N
     text = ("# infersim calibrate: a calibration overlay fitted on measured traces; pass it with --calibration\n"
             + yaml.safe_dump(overlay, sort_keys=False, allow_unicode=True, width=110))
     load_check = _check_loadable(text, hw)
-    atomic_write(target, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"))
+    target = atomic_write(out, lambda tmp: Path(tmp).write_text(text, encoding="utf-8"), "--out")
     rows = [{"trace": Path(ordered[i]).name, "set": "train" if i in train_idx else "test",
              **({"measured_s": measured[i]} if measured else {"traced_s": predictions[i].traced_s}),
              "before_s": before(i), "before_error_pct": _pct(before(i), measured[i] if measured else

@@ -11,10 +11,11 @@ from typing import Any
 from hwmodels.calibration import chosen, load_calibration
 from hwmodels.interconnect import build_fabric
 from hwmodels.spec import load_gpu, load_platform
-from hwmodels.specfile import FieldError
+from hwmodels.specfile import FieldError, Range
 from infersim import chrome_trace
+from infersim.flags import field_range
 from simulator.cost.step_parts import StepParts
-from simulator.scenario import kernel_options
+from simulator.scenario import MAX_TOKENS, TOKENS, Serving, SpecDecode, kernel_options
 from workloads.codecs import Codec
 from workloads.deployment import Deployment, KernelOptions
 from workloads.layers import build_step
@@ -23,6 +24,8 @@ from workloads.model import load_model, model_names
 from workloads.params import active_matmul_params, count_params
 from workloads.step import Batch, PrefillChunk, parse_shape
 from workloads.tiles import describe
+
+CONTEXT = Range(0, MAX_TOKENS, TOKENS)
 
 
 def model_list() -> dict[str, Any]:
@@ -212,18 +215,40 @@ def _step(model: str, hw: str, tp: int, dcp: int, ep: int, decode: str | None, p
     return parts, _batch(decode, prefill, verify, drafts)
 
 
+def _shape(text: str, what: str) -> tuple[int, int, int]:
+    """A `--decode`/`--verify`/`--prefill` shape within the scenario's ranges: a count of sequences at most
+    `serving.max_num_seqs` allows, lengths at most MAX_TOKENS; checked before the batch is built."""
+    count, length, cached = parse_shape(text, what)
+    for name, value, bound in (("count", count, field_range(Serving, "max_num_seqs")),
+                               ("length", length, CONTEXT), ("cached prefix", cached, CONTEXT)):
+        problem = bound.problem(value)
+        if problem:
+            raise ValueError(f"--{what} {text.strip()}: the {name}: {problem}")
+    return count, length, cached
+
+
 def _batch(decode: str | None, prefill: str | None, verify: str | None, drafts: int) -> Batch:
     decodes: tuple[int, ...] = ()
     verifies: tuple[int, ...] = ()
     prefills: tuple[PrefillChunk, ...] = ()
+    problem = field_range(SpecDecode, "drafts").problem(drafts)
+    if problem:
+        raise ValueError(f"--drafts: {problem}")
+    shapes = {what: _shape(text, what) for what, text in (("decode", decode), ("verify", verify),
+                                                             ("prefill", prefill)) if text}
+    tokens = sum(count * (length if what == "prefill" else drafts + 1 if what == "verify" else 1)
+                 for what, (count, length, _) in shapes.items())
+    if tokens > MAX_TOKENS:  # the scenario's step budget, serving.max_num_batched_tokens, cannot exceed it
+        raise ValueError(f"the step computes {tokens} tokens, more than the {MAX_TOKENS} a step can "
+                         f"(serving.max_num_batched_tokens: valid 1..{MAX_TOKENS}; {TOKENS})")
     if decode:
-        count, length, _ = parse_shape(decode, "decode")
+        count, length, _ = shapes["decode"]
         decodes = (length,) * count
     if verify:
-        count, length, _ = parse_shape(verify, "verify")
+        count, length, _ = shapes["verify"]
         verifies = (length,) * count
     if prefill:
-        count, length, cached = parse_shape(prefill, "prefill")
+        count, length, cached = shapes["prefill"]
         prefills = (PrefillChunk(length, cached),) * count
     if not (decodes or verifies or prefills):
         raise ValueError("give at least one of --decode, --prefill or --verify (e.g. --decode 64x32768)")

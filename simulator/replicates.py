@@ -15,15 +15,21 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from simulator.scenario import Scenario
+from simulator.scenario import MAX_SEED, Scenario
 
 CONFIDENCE = 0.95  # two-sided level of every interval
+# Assumption: 1,000 replicates put a mean's 95 % interval within +-0.06 standard deviations; more is a typo, and each
+# replicate is a whole simulation.
+MAX_REPLICATES = 1000
 
 
 def replicate_seeds(scenario: Scenario, n: int) -> tuple[int, ...]:
     """The seeds of `n` replicates: the scenario's own seed, then the next n - 1."""
-    if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-        raise ValueError(f"replicates must be a whole number of at least 1, got {n!r}")
+    if isinstance(n, bool) or not isinstance(n, int) or not 1 <= n <= MAX_REPLICATES:
+        raise ValueError(f"replicates must be a whole number in 1..{MAX_REPLICATES}, got {n!r}")
+    if scenario.workload.seed + n - 1 > MAX_SEED:
+        raise ValueError(f"workload.seed {scenario.workload.seed} + {n - 1} more replicates passes the largest seed, "
+                         f"{MAX_SEED}")
     return tuple(scenario.workload.seed + k for k in range(n))
 
 

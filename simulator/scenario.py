@@ -22,6 +22,7 @@ from workloads.deployment import KernelOptions
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 MAX_DRAFTS = 64
+MAX_SEED = 2**64 - 1
 # Ranges of the scenario's numbers, checked by `build` with the key path (hwmodels/specfile.py: ranged).
 GPUS = "a platform has at most 1,024 GPUs (hwmodels/spec.py Platform.gpus)"
 MAX_TOKENS = 10_000_000
@@ -135,7 +136,7 @@ class Collectives:
 @dataclass(frozen=True)
 class Workload:
     kind: WorkloadKind = WorkloadKind.AGENTIC
-    seed: int = ranged(0, 2**64 - 1, "numpy's SeedSequence takes any 64-bit seed", 0)
+    seed: int = ranged(0, MAX_SEED, "numpy's SeedSequence takes any 64-bit seed", 0)
     sessions: int = ranged(1, MAX_REQUESTS, REQUESTS, 64)  # agentic sessions
     # geometric turns per session; workloads/traces.py AgenticConfig caps a session at 400 turns
     turns_mean: float = ranged(1.0, 400.0, "AgenticConfig.max_turns is 400", 40.0)

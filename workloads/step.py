@@ -106,14 +106,14 @@ class StepPlan:
 
 
 
-_SHAPE = re.compile(r"^\s*(\d+)\s*x\s*(\d+)\s*(?:@\s*(\d+))?\s*$")
+_SHAPE = re.compile(r"^\s*(\d{1,18})\s*x\s*(\d{1,18})\s*(?:@\s*(\d{1,18}))?\s*$")  # 18 digits: any int64
 
 
 def parse_shape(text: str, what: str) -> tuple[int, int, int]:
     """'64x32768' -> (64, 32768, 0); a prefill may add '@CACHED': '2x8192@4096' -> (2, 8192, 4096)."""
     match = _SHAPE.match(text)
     if match is None:
-        raise ValueError(f"--{what} {text!r}: expected COUNTxLENGTH, e.g. 64x32768" +
+        raise ValueError(f"--{what} {text[:60]!r}: expected COUNTxLENGTH of whole numbers, e.g. 64x32768" +
                          (" or COUNTxTOKENS@CACHED" if what == "prefill" else ""))
     count, length, cached = (int(g) if g else 0 for g in match.groups())
     if cached and what != "prefill":

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from hwmodels.input_files import open_regular
 from workloads.traces import DEFAULT_BLOCK_TOKENS, RequestStream, mix_hash
 
 MOONCAKE_BLOCK_TOKENS = 512  # tokens per Mooncake hash_id (checked on the FAST25 release files)
@@ -209,7 +210,7 @@ def _csv_rows(path: Path, required: tuple[str, ...], optional: tuple[str, ...] =
 def _open(path: Path) -> Any:
     """A trace file opened for `_lines`; a file that cannot be opened is named with the reason."""
     try:
-        return path.open("rb")
+        return open_regular(path)
     except OSError as err:
         raise TraceError(f"{str(path)[:200]}: cannot read: {err.strerror or err}") from None
 

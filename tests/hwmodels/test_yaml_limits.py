@@ -36,7 +36,7 @@ def test_limits_and_errors_name_the_file(text, needle):
 def test_unreadable_files_are_named(tmp_path):
     with pytest.raises(YamlError, match=r"missing\.yaml: cannot read: No such file"):
         read_yaml_file(tmp_path / "missing.yaml")
-    with pytest.raises(YamlError, match="cannot read: Is a directory"):
+    with pytest.raises(YamlError, match="cannot read: is a folder, not a regular file"):
         read_yaml_file(tmp_path)
     with pytest.raises(YamlError, match="cannot read: File name too long"):
         read_yaml_file(tmp_path / ("a" * 300 + ".yaml"))
@@ -44,7 +44,8 @@ def test_unreadable_files_are_named(tmp_path):
 
 @pytest.mark.parametrize(("value", "problem"), [
     (0, "0 is out of range (valid: 1..64; why)"), (65, "65 is out of range"), (float("nan"), "must be a finite"),
-    (float("inf"), "must be a finite"), (2**64, "1.84467e+19 is out of range"), (1, None), (64.0, None),
+    (float("inf"), "must be a finite"), (2**64, "18446744073709551616 is out of range (valid: 1..64; why)"),
+    (1, None), (64.0, None),
 ])
 def test_a_range_names_the_value_and_the_bounds(value, problem):
     found = Range(1, 64, "why").problem(value)

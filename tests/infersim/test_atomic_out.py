@@ -15,7 +15,7 @@ from infersim import outputs
 from infersim.cli import main
 from tests.infersim.run_helpers import QUICK, staging, start, wait_for_staging
 
-NAMES = ["report.html", "requests.csv", "scenario.yaml", "steps.csv", "summary.json"]
+NAMES = [".infersim", "report.html", "requests.csv", "scenario.yaml", "steps.csv", "summary.json"]
 SAME_EVERY_RUN = ("requests.csv", "scenario.yaml", "steps.csv")  # report.html's plot ids and wall_s differ
 
 

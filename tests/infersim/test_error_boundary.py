@@ -29,7 +29,7 @@ def test_out_at_a_file_is_refused_before_simulating(capsys, tmp_path, monkeypatc
     target.write_text("x")
     monkeypatch.setattr(progress, "run_with_progress", _never)
     err = _one_line_error(capsys, ["run", *QUICK, "--out", str(target)])
-    assert "exists and is not a folder" in err and target.read_text() == "x"
+    assert "is a file, not a folder" in err and target.read_text() == "x"
 
 
 def _never(*args, **kwargs):

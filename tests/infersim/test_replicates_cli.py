@@ -57,7 +57,8 @@ def test_run_seeds_reports_each_metric_with_its_interval_and_writes_every_replic
     assert tok["mean"] == pytest.approx(math.fsum(tok["values"]) / 3) and tok["lo"] < tok["mean"] < tok["hi"]
     assert set(replicates["metrics"]) >= {"ttft_s.p90", "tpot_s.p50", "prefix_hit_rate", "requests_completed"}
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["replicates.json", "report.html", "requests.csv", "scenario.yaml", "steps.csv", "summary.json"]
+    assert names == [".infersim", "replicates.json",
+                     "report.html", "requests.csv", "scenario.yaml", "steps.csv", "summary.json"]
     written = json.loads((tmp_path / "replicates.json").read_text())
     assert [r["seed"] for r in written["summaries"]] == [4, 5, 6]
     assert written["summaries"][2]["summary"]["total_tok_per_s_per_gpu"] == seed_6["total_tok_per_s_per_gpu"]
@@ -131,14 +132,14 @@ def test_compare_runs_the_default_seeds_unless_told(capsys):
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["run", "--seeds", "0"], "--seeds: must be at least 1, got 0"),
-    (["run", "--seeds", "-3"], "--seeds: must be at least 1, got -3"),
+    (["run", "--seeds", "0"], "--seeds: 0 is out of range (valid: 1..1000"),
+    (["run", "--seeds", "-3"], "--seeds: -3 is out of range (valid: 1..1000"),
     (["run", "--seeds", "two"], "--seeds: expected a whole number, got 'two'"),
-    (["run", "--jobs", "0"], "--jobs: must be at least 1, got 0"),
-    (["run", "--seeds", "3", "--jobs", "0"], "--jobs: must be at least 1, got 0"),
-    (["compare", "default", DCP8, "--seeds", "0"], "--seeds: must be at least 1, got 0"),
-    (["compare", "default", DCP8, "--seeds", "-3"], "--seeds: must be at least 1, got -3"),
-    (["compare", "default", DCP8, "--jobs", "0"], "--jobs: must be at least 1, got 0"),
+    (["run", "--jobs", "0"], "--jobs: 0 is out of range (valid: 1..1024"),
+    (["run", "--seeds", "3", "--jobs", "0"], "--jobs: 0 is out of range (valid: 1..1024"),
+    (["compare", "default", DCP8, "--seeds", "0"], "--seeds: 0 is out of range (valid: 1..1000"),
+    (["compare", "default", DCP8, "--seeds", "-3"], "--seeds: -3 is out of range (valid: 1..1000"),
+    (["compare", "default", DCP8, "--jobs", "0"], "--jobs: 0 is out of range (valid: 1..1024"),
     (["run", "--seeds", "2", "--format", "vllm"], "--format vllm is one run's result: leave out --seeds"),
 ])
 def test_bad_counts_are_one_line_errors(capsys, tmp_path, argv, message):

@@ -28,7 +28,7 @@ def test_run_json_reports_every_summary_key_and_writes_its_files(capsys, tmp_pat
     assert summary["gpus"] == 8 and summary["requests_completed"] > 0
     assert summary["tokens_per_dollar"] == pytest.approx(summary["total_tok_per_s_per_gpu"] * 3600 / 1.50)
     names = sorted(p.name for p in tmp_path.iterdir())
-    assert names == ["report.html", "requests.csv", "scenario.yaml", "steps.csv", "summary.json"]
+    assert names == [".infersim", "report.html", "requests.csv", "scenario.yaml", "steps.csv", "summary.json"]
     assert json.loads((tmp_path / "summary.json").read_text())["requests_completed"] == summary["requests_completed"]
 
 

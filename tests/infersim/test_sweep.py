@@ -84,7 +84,8 @@ def test_a_key_gridded_twice_or_too_many_points_is_an_error():
     (["--grid", "workload.seed=1,2"], "--grid workload.seed: seeds are swept with --seeds N"),
     (["--grid", "parallel.dcp=1", "--set", "parallel.dcp=2"], "--grid parallel.dcp: also given with --set"),
     (["--grid", "parallel.dcp=1", "--scheduler", "tcp://127.0.0.1:1"], "--scheduler names a Dask scheduler"),
-    (["--grid", "parallel.dcp=1", "--at-interactivity", "0"], "--at-interactivity must be a positive tok/s/user"),
+    (["--grid", "parallel.dcp=1", "--at-interactivity", "0"],
+     "--at-interactivity must be a finite, positive tok/s/user, got 0"),
 ])
 def test_bad_sweeps_are_one_line_errors_before_anything_is_written(capsys, tmp_path, flags, message):
     out = tmp_path / "out"
@@ -118,7 +119,8 @@ def test_the_table_has_one_row_per_point_and_seed_with_the_grid_columns(capsys, 
     assert set(table["status"]) == {"ok"} and (table["wall_s"] > 0).all() and table["base_hash"].nunique() == 1
     csv = pd.read_csv(tmp_path / "sweep.csv")
     assert list(csv.columns) == list(table.columns) and len(csv) == 8
-    assert sorted(p.name for p in tmp_path.iterdir()) == ["scenario.yaml", "sweep.csv", "sweep.html", "sweep.parquet",
+    assert sorted(p.name for p in tmp_path.iterdir()) == [".infersim", "scenario.yaml",
+                                                          "sweep.csv", "sweep.html", "sweep.parquet",
                                                           "sweep.rows.jsonl"]
     assert "workload:" in (tmp_path / "scenario.yaml").read_text()
     # the frontier and its reading are of the per-point means over the seeds

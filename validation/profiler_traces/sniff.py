@@ -19,6 +19,7 @@ import tempfile
 import zlib
 from pathlib import Path
 
+from hwmodels.input_files import open_regular, read_at_most
 from validation.profiler_traces.kineto import read_kineto
 from validation.profiler_traces.nsys import find_csv_header, nsys_tables, read_nsys_csv, read_nsys_sqlite
 from validation.profiler_traces.records import Trace, TraceError, fail, shown
@@ -30,7 +31,6 @@ SQLITE_MAGIC = b"SQLite format 3\x00"
 # Larger files (or gzip contents) are refused before they are read: a JSON parse needs several times the text in
 # memory, and a gzip bomb should fail with a message, not take the machine's memory.
 MAX_TRACE_BYTES = 4 << 30
-_CHUNK_BYTES = 16 << 20
 _SNIFF_LINES = 64  # a CSV's header is within its first lines (nsys prints a few notices before it)
 
 
@@ -53,15 +53,12 @@ def read_trace(path: str | os.PathLike, format: str | None = None) -> Trace:
 
 
 def _read(name: str, format: str | None) -> Trace:
-    """Open, sniff and read one file."""
-    size = os.stat(name).st_size
-    if size > MAX_TRACE_BYTES:
-        raise fail(name, f"is {size} bytes, more than the {MAX_TRACE_BYTES} this reader takes")
-    with open(name, "rb") as handle:
+    """Open, sniff and read one file (a regular file only: a pipe or a device is refused before it is read)."""
+    with open_regular(name) as handle:
         head = handle.read(len(SQLITE_MAGIC))
         if head.startswith(SQLITE_MAGIC):
             return _read_sqlite(name, name, format)
-        raw = head + _read_at_most(handle)
+        raw = head + read_at_most(handle, MAX_TRACE_BYTES)
     if len(raw) > MAX_TRACE_BYTES:
         raise fail(name, f"holds more than the {MAX_TRACE_BYTES} bytes this reader takes")
     if raw.startswith(GZIP_MAGIC):
@@ -74,23 +71,11 @@ def _read(name: str, format: str | None) -> Trace:
     return _read_text(name, raw, format)
 
 
-def _read_at_most(stream: io.BufferedIOBase) -> bytes:
-    """The rest of a stream, stopping one chunk past MAX_TRACE_BYTES (a device file or a bomb is never read whole)."""
-    chunks, total = [], 0
-    while total <= MAX_TRACE_BYTES:
-        chunk = stream.read(_CHUNK_BYTES)  # bounded reads: read(n) can set aside n bytes before reading any
-        if not chunk:
-            break
-        chunks.append(chunk)
-        total += len(chunk)
-    return b"".join(chunks)
-
-
 def _gunzip(name: str, raw: bytes) -> bytes:
     """The content of a gzip file, refused beyond MAX_TRACE_BYTES."""
     try:
         with gzip.GzipFile(fileobj=io.BytesIO(raw)) as unzipped:
-            content = _read_at_most(unzipped)
+            content = read_at_most(unzipped, MAX_TRACE_BYTES)
     except (OSError, EOFError, zlib.error) as error:
         raise fail(name, f"is a damaged or truncated gzip file ({error or type(error).__name__})") from None
     if len(content) > MAX_TRACE_BYTES:
