@@ -371,6 +371,7 @@ def _write_trace(trace: dict[str, Any], path: str) -> None:
 
 
 def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
+    from infersim.output_paths import check_run_folder, write_target
     from infersim.progress import run_with_progress
     from infersim.replicates import count_flag, run_replicates
     from simulator.scenario import load_scenario
@@ -382,15 +383,14 @@ def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     if args.force and args.out is None:
         raise UserError("--force lets --out replace a folder: give --out DIR too")
     if args.out is not None:
-        from infersim.output_paths import check_run_folder
-
         check_run_folder(args.out, args.force)  # fail before simulating, not after
     if args.trace_steps is not None and args.trace is None:
         raise UserError("--trace-steps bounds the trace: give --trace FILE too")
     if args.trace is not None:
-        from infersim.output_paths import write_target
-
-        write_target(args.trace, "--trace")  # fail before simulating, not after
+        trace = write_target(args.trace, "--trace")  # fail before simulating, not after
+        if args.out is not None and trace.is_relative_to(check_run_folder(args.out, args.force).absolute()):
+            raise UserError(f"--trace {args.trace}: lies in --out {args.out}, whose folder the run replaces; give a "
+                            "path outside it")
     if args.json and args.output_format == "vllm":
         raise UserError("--json prints infersim's summary and --format vllm the vllm bench serve result: give one")
     aliases = vars(args)
@@ -399,10 +399,6 @@ def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     result, replicate_files = ((run_with_progress(scenario), {}) if seeds == 1
                                else run_replicates(scenario, seeds, jobs))
     vllm = vllm_bench.vllm_result(result) if args.output_format == "vllm" else None
-    if args.trace is not None:
-        from infersim.outputs import run_trace
-
-        _write_trace(run_trace(result, args.trace_steps), args.trace)
     if args.out is not None:
         from infersim.outputs import write_outputs
 
@@ -412,6 +408,10 @@ def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         except OSError as err:
             raise UserError(f"--out {args.out}: cannot write: {err.strerror or err}") from None
         print(f"infersim: wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
+    if args.trace is not None:  # after --out: a run whose folder cannot be written leaves no trace either
+        from infersim.outputs import run_trace
+
+        _write_trace(run_trace(result, args.trace_steps), args.trace)
     if args.output_format is not None:
         args.json = True  # either format is one JSON object
     if seeds > 1 and not args.json:

@@ -61,7 +61,8 @@ def write_outputs(result: SimulationResult, out_dir: str | Path, extra: Mapping[
     }
     # last, so that a folder with it is a complete run; it lists the files, so that a later run replaces only a
     # folder that holds nothing else
-    writers[MARKER] = lambda path: path.write_text(marker_text(RUN, list(writers)), encoding="utf-8")
+    listed = list(writers)
+    writers[MARKER] = lambda path: path.write_text(marker_text(RUN, listed), encoding="utf-8")
     parent = out.absolute().parent
     parent.mkdir(parents=True, exist_ok=True)
     remove_leftovers(out)

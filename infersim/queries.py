@@ -102,12 +102,12 @@ def from_strings(cls: type, params: Mapping[str, str], label: str) -> Any:
     for key in params:
         if key not in fields:
             raise ValueError(f"{label}: unknown parameter {key!r} (valid: {', '.join(fields)})")
+    values = {key: _parse_value(label, key, hints[key], text) for key, text in params.items()}  # bad values first
     required = [n for n, f in fields.items()
                 if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING]
     missing = [n for n in required if n not in params]
     if missing:
         raise ValueError(f"{label}: missing parameter(s) {', '.join(missing)} (give --param KEY=VALUE)")
-    values = {key: _parse_value(label, key, hints[key], text) for key, text in params.items()}
     return cls(**values)
 
 

@@ -146,7 +146,7 @@ def _settings(examples: int) -> settings:
                     suppress_health_check=list(HealthCheck))
 
 
-COUNTS = [pytest.param(100, id="quick"), pytest.param(2000, id="fuzz", marks=pytest.mark.fuzz)]
+COUNTS = [pytest.param(100, id="quick"), pytest.param(1200, id="fuzz", marks=pytest.mark.fuzz)]
 
 
 @pytest.mark.parametrize("examples", COUNTS)
