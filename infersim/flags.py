@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import math
 from collections.abc import Callable
+from typing import Any
 
 from hwmodels.specfile import Range
 from hwmodels.units import parse_size_bytes
@@ -94,23 +95,21 @@ def size(text: str, flag: str) -> int:
     return value
 
 
-def whole_type(bound: Range) -> Callable[[str], int]:
-    """An argparse `type` for a whole number within `bound` (argparse names the flag in its message)."""
-    def convert(text: str) -> int:
+def _argparse_type(read: Callable[[str, str, Range], Any], bound: Range) -> Callable[[str], Any]:
+    """An argparse `type` of `read` within `bound` (argparse names the flag in its message)."""
+    def convert(text: str) -> Any:
         try:
-            return whole(text, "", bound)
+            return read(text, "", bound)
         except FlagError as err:
             raise argparse.ArgumentTypeError(str(err).removeprefix(": ")) from None
-    convert.__name__ = "whole number"
     return convert
+
+
+def whole_type(bound: Range) -> Callable[[str], int]:
+    """An argparse `type` for a whole number within `bound`."""
+    return _argparse_type(whole, bound)
 
 
 def real_type(bound: Range) -> Callable[[str], float]:
     """An argparse `type` for a finite number within `bound`."""
-    def convert(text: str) -> float:
-        try:
-            return real(text, "", bound)
-        except FlagError as err:
-            raise argparse.ArgumentTypeError(str(err).removeprefix(": ")) from None
-    convert.__name__ = "number"
-    return convert
+    return _argparse_type(real, bound)

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from infersim.output_paths import MARKER, RUN, atomic_write, check_run_folder, marker_text
+from infersim.worker_pool import alive
 from simulator.simulate import SimulationResult
 
 OUTPUT_NAMES = ("summary.json", "requests.csv", "steps.csv", "report.html", "scenario.yaml")
@@ -89,22 +90,12 @@ def remove_leftovers(out: Path) -> None:
             continue
         kind, _, rest = entry.name[len(prefix):].partition("-")
         pid = rest.partition("-")[0]
-        if pid.isdigit() and int(pid) != os.getpid() and _alive(int(pid)):
+        if pid.isdigit() and int(pid) != os.getpid() and alive(int(pid)):
             continue  # another run is writing next to us right now
         if kind == "old" and not out.exists() and not out.is_symlink():
             os.rename(entry, out)  # killed between moving the old run aside and moving the new one in
             continue
         shutil.rmtree(entry, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 @contextmanager

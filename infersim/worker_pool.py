@@ -43,14 +43,15 @@ def _exit_with(parent_pid: int) -> None:
     except ProcessLookupError:
         os._exit(EXIT_PARENT_GONE)
     except (AttributeError, OSError):  # no pidfd here: poll
-        while _alive(parent_pid):
+        while alive(parent_pid):
             time.sleep(POLL_S)
         os._exit(EXIT_PARENT_GONE)
     select.select([descriptor], [], [])  # readable once the process has ended
     os._exit(EXIT_PARENT_GONE)
 
 
-def _alive(pid: int) -> bool:
+def alive(pid: int) -> bool:
+    """Whether a process of this pid exists (one of another user's counts)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
