@@ -151,7 +151,10 @@ def check_run_folder(out_dir: str | Path, force: bool = False) -> Path:
     out = check_folder(out_dir, "--out")
     if out.is_symlink():
         out = out.resolve()  # the run replaces the folder the link names; the link stays
-    if not out.is_dir() or force:
+    if not out.is_dir():
+        return out
+    if force:
+        _check_forced(out)
         return out
     marker = read_marker(out)
     if marker is not None and marker["kind"] != RUN and any(out.iterdir()):
@@ -162,6 +165,18 @@ def check_run_folder(out_dir: str | Path, force: bool = False) -> Path:
         raise OutputPathError(f"--out {out}: a non-empty folder that {what} ({_listed(foreign)}); give another "
                               "--out, or --force to replace the folder and everything in it")
     return out
+
+
+def _check_forced(out: Path) -> None:
+    """`--force` replaces a folder whole: never the file system's root, the home folder, or the folder the command
+    runs in or one above it (a slip of `--out .` would take the user's work with it)."""
+    target = out.resolve()
+    cwd = Path.cwd().resolve()
+    if target == Path(target.anchor) or target == Path.home().resolve() or cwd.is_relative_to(target):
+        where = ("the file system's root" if target == Path(target.anchor) else "your home folder"
+                 if target == Path.home().resolve() else "the current folder or one above it")
+        raise OutputPathError(f"--out {out}: is {where}; --force replaces a folder whole, so give a folder of the "
+                              "run's own")
 
 
 def claim_sweep_folder(out_dir: str | Path, files: Sequence[str], check_only: bool = False) -> Path:

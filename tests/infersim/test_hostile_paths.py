@@ -127,6 +127,20 @@ def test_a_folder_with_a_stale_summary_and_notes_is_kept(capsys, tmp_path):
     assert (out / "notes.txt").read_text() == "mine"
 
 
+def test_force_never_replaces_the_current_folder_or_above(capsys, tmp_path, monkeypatch):
+    work = tmp_path / "project"
+    work.mkdir()
+    (work / "mine.py").write_text("keep")
+    monkeypatch.chdir(work)
+    for out in (".", str(work), str(tmp_path), "/"):
+        one_line_error(capsys, ["run", *QUICK, "--out", out, "--force"], "--force replaces a folder whole")
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    (tmp_path / "home").mkdir()
+    (tmp_path / "home" / "notes").write_text("keep")
+    one_line_error(capsys, ["run", *QUICK, "--out", str(tmp_path / "home"), "--force"], "your home folder")
+    assert (work / "mine.py").read_text() == "keep" and (tmp_path / "home" / "notes").read_text() == "keep"
+
+
 def test_a_file_added_to_a_run_folder_is_not_deleted_by_the_next_run(capsys, tmp_path):
     out = tmp_path / "run"
     assert main(["run", *QUICK, "--out", str(out)]) == 0
