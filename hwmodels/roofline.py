@@ -50,10 +50,12 @@ from hwmodels.work import Work
 
 
 class LaunchMode(Enum):
-    """How the host submits a kernel: one API call each, or as a node of a captured graph."""
+    """How the host submits a kernel: one API call each, as a node of a captured graph, or one API call each issued
+    ahead of the GPU (queued: the host's cost hidden behind the kernels before it, the GPU's own dispatch paid)."""
 
     EAGER = "eager"
     GRAPH = "graph"
+    QUEUED = "queued"
 
 
 class Bound(Enum):
@@ -93,8 +95,11 @@ def roofline_floor_s(work: Work, gpu: GPU) -> float:
 
 
 def launch_overhead_s(gpu: GPU, calib: Calibration, mode: LaunchMode, triton: bool = False) -> float:
-    """Host-side cost of one launch; the calibration's value wins over the spec's. `triton`: an eager launch
-    through Triton's Python launcher, where the GPU spec measured one (`launch_eager_triton_s`)."""
+    """Cost of one launch on the kernel's timeline; the calibration's value wins over the spec's. `triton`: an eager
+    launch through Triton's Python launcher, where the GPU spec measured one (`launch_eager_triton_s`). A queued
+    launch costs what the GPU spends on it alone (`gpu_launch_s`)."""
+    if mode is LaunchMode.QUEUED:
+        return gpu_launch_s(gpu, calib)
     if mode is LaunchMode.GRAPH:
         return calib.launch_graph_node_s if calib.launch_graph_node_s is not None else gpu.launch_graph_node_s
     if triton and gpu.launch_eager_triton_s is not None:

@@ -205,8 +205,9 @@ def _parser() -> argparse.ArgumentParser:
     kern.add_argument("kind", help="kernel kind: " + ", ".join(queries.kernel_kinds()))
     kern.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                       help="a kernel shape or option; repeat for each")
-    kern.add_argument("--launch", choices=["eager", "graph"], default="eager",
-                      help="eager launches or nodes of a captured graph (default eager)")
+    kern.add_argument("--launch", choices=["eager", "graph", "queued"], default="eager",
+                      help="eager launches, nodes of a captured graph, or eager launches queued ahead of the GPU "
+                           "(the host's cost hidden) (default eager)")
     kern.add_argument("--calibration", default=None, metavar="YAML",
                       help="a calibration overlay on the GPU's default calibration")
     kern.add_argument("--json", action="store_true", help="print one JSON object")

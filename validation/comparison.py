@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from hwmodels.calibration import load_calibration
 from hwmodels.program import Chain, Program
-from hwmodels.roofline import LaunchMode, gpu_launch_s, kernel_time
+from hwmodels.roofline import LaunchMode, kernel_time
 from hwmodels.spec import load_gpu
 from hwmodels.work import Work
 from workloads.kernel_base import KernelKind
@@ -27,6 +27,8 @@ class Comparison:
     predicted_s: float
     bound: str
     fitted: bool = False  # True when a constant of the model was fitted on this row
+    kernels: tuple[KernelKind, ...] = ()  # what was priced, to be asked of `infersim kernel` (tests/validation)
+    mode: str = ""  # the product's launch mode it was priced in (`launch_mode_of`)
 
     @property
     def error(self) -> float:
@@ -112,27 +114,31 @@ def _timed(program: Program, outside: int, per_trip: int, timed: tuple) -> Progr
                    setup_cycles_by_warps=setup_by_warps if per_trip else ())
 
 
+def launch_mode_of(row: dict[str, str]) -> LaunchMode:
+    """The product's launch mode of a measured row: eager with the host hidden is queued."""
+    mode = LaunchMode(row["launch_mode"])
+    return LaunchMode.QUEUED if mode is LaunchMode.EAGER and row.get("host_gaps") == "hidden" else mode
+
+
 def compare(
     row: dict[str, str], kernels: KernelKind | Sequence[KernelKind], gpu_name: str, label: str, group: str,
     fitted: bool = False,
 ) -> Comparison:
     """Sum of the predicted times of every launch of `kernels`, against the row's median time per op.
 
-    A row timed with `host_gaps=hidden` in eager mode measured the GPU alone, so its prediction
-    replaces the host's launch overhead by the GPU's own cost of such a launch (`gpu_launch_s`: measured by
-    the floor probe as one empty kernel between two events, the host hidden); every other row is compared
-    with the whole prediction.
+    A row timed with `host_gaps=hidden` in eager mode measured the GPU alone, with the host's launches issued
+    ahead of it: the product's queued launch mode (`LaunchMode.QUEUED`: the GPU's own cost of a launch, measured by
+    the floor probe as one empty kernel between two events). Every other row is timed in its own mode. The sum is
+    what `infersim kernel` reports for the same kernels and mode; nothing is re-priced here.
     """
     gpu, calib = load_gpu(gpu_name), load_calibration(gpu_name)
     kernels = (kernels,) if isinstance(kernels, KernelKind) else tuple(kernels)
-    mode = LaunchMode(row["launch_mode"])
-    gpu_only = row.get("host_gaps") == "hidden" and mode is LaunchMode.EAGER
-    gpu_only_launch_s = gpu_launch_s(gpu, calib)
+    mode = launch_mode_of(row)
     total_s, bounds = 0.0, []
     for kernel in kernels:
         for launch in kernel.launches():
             t = kernel_time(launch, gpu, calib, mode)
-            total_s += t.time_s - (t.launch_s - gpu_only_launch_s if gpu_only else 0.0)
+            total_s += t.time_s
             bounds.append((t.time_s, t.bound.value))
     return Comparison(
         label=label,
@@ -142,4 +148,6 @@ def compare(
         predicted_s=total_s,
         bound=max(bounds)[1],
         fitted=fitted,
+        kernels=kernels,
+        mode=mode.value,
     )

@@ -88,6 +88,8 @@ class _Limits:
     max_threads: int
     max_registers: int
     wave_size: int
+    lds_max_per_workgroup_bytes: int
+    compute_units: int
 
 
 def _limits(gpu: GPU) -> _Limits:
@@ -106,7 +108,8 @@ def _read_limits(gpu: GPU) -> _Limits:
     # register bound does not apply there (assumption: tensor memory does not bind these tiles).
     registers = 1 << 30 if family is ArchFamily.BLACKWELL else gpu.max_registers_per_thread
     return _Limits(gpu.name, family, min(gpu.lds_max_per_workgroup_bytes, gpu.lds_per_cu_bytes),
-                   gpu.max_threads_per_workgroup, registers, gpu.wave_size)
+                   gpu.max_threads_per_workgroup, registers, gpu.wave_size, gpu.lds_max_per_workgroup_bytes,
+                   gpu.compute_units)
 
 
 # ---- starting tiles: the library each family's serving engines run ----------------------------------
@@ -379,6 +382,87 @@ def _moe(limits: _Limits, tile_m: int, dtype: Dtype, pinned: tuple[tuple[str, in
     return _fit(MoeGemm.kind, limits, start, source, dict(pinned), _GEMM_ORDER, measure)
 
 
+# ---- a dense GEMM of a given shape, as a BLAS runs it -------------------------------------------------
+
+# Skinny (decode) GEMMs: the smallest row tile of the matrix instructions a library would use (WGMMA's
+# M = 64 on Hopper, the UMMA/MFMA M = 64 tiles of Blackwell and CDNA; assumption for the last two), and
+# at most this many pipeline stages (CUTLASS's StageCountAutoCarveout fills the LDS left by the epilogue).
+SKINNY_TILE_M = 64
+MAX_STAGES = 8
+EPILOGUE_LDS_BYTES = 16 * 1024  # assumption: the epilogue's staging buffer that the carveout leaves
+MIN_SPLIT_DEPTH = 256  # k per split at least
+MAX_BALANCE_SPLIT = 4  # splits tried to even out the last wave (stream-K / split-K balancing)
+_SHAPED_FIELDS = (*_GEMM_FIELDS, "split_k")
+
+
+def gemm_config(gpu: GPU, m: int, n: int, k: int, dtype: Dtype = Dtype.BF16,
+                pinned: Mapping[str, int] | None = None) -> TileConfig:
+    """The tiles, stages and split of a dense m x n x k GEMM on `gpu`: the one policy every command uses
+    (`infersim kernel gemm`, the engine's projections, `validate`, `trace predict`). Fields in `pinned` are held.
+
+    The GPU family's library tile (`gemm_tiles`), then three heuristics:
+    - Skinny shapes (m <= 64) take a 64-row tile; every shape takes as many pipeline stages (up to 8) as
+      the LDS holds after the epilogue (CUTLASS StageCountAutoCarveout [S61]), so a weight stream keeps
+      enough bytes in flight.
+    - Too few output tiles to give every CU one: split over k, the smallest split that does (at least 256
+      of k per split). Assumption: hipBLASLt and cuBLAS heuristics pick split-K or stream-K for such shapes.
+    - Otherwise, when the last wave would leave many CUs idle, the split of 1..4 with the fullest waves
+      (cuBLAS on Hopper balances such grids with stream-K [S61]; a split-K that evens the waves is its
+      tile-granular approximation).
+    """
+    held = tuple(sorted(_pinned(pinned, _SHAPED_FIELDS).items()))
+    return _gemm_shaped(_limits(gpu), int(m), int(n), int(k), Dtype(dtype), held)
+
+
+@lru_cache(maxsize=4096)
+def _gemm_shaped(limits: _Limits, m: int, n: int, k: int, dtype: Dtype,
+                 pinned: tuple[tuple[str, int], ...]) -> TileConfig:
+    held = dict(pinned)
+    library = _gemm(limits, dtype, tuple((f, v) for f, v in pinned if f in _GEMM_FIELDS))
+    tile = dict(library.fields)
+    changed: list[str] = []
+    if "tile_m" not in held and m <= SKINNY_TILE_M < tile["tile_m"]:
+        tile["tile_m"] = SKINNY_TILE_M
+        changed.append(f"tile_m {SKINNY_TILE_M} for m <= {SKINNY_TILE_M}")
+    if "stages" not in held:
+        stage = dtype.storage_bytes((tile["tile_m"] + tile["tile_n"]) * tile["tile_k"])
+        room = limits.lds_max_per_workgroup_bytes - EPILOGUE_LDS_BYTES
+        stages = max(tile["stages"], min(MAX_STAGES, int(room // stage)))
+        if stages != tile["stages"]:
+            changed.append(f"{stages} stages fill the LDS after the epilogue")
+        tile["stages"] = stages
+    split = held.get("split_k", 1)
+    if "split_k" not in held:
+        split, why = _split(limits.compute_units, -(-m // tile["tile_m"]) * -(-n // tile["tile_n"]), k)
+        if split > 1:
+            changed.append(why)
+    kernel = Gemm(m=1, n=1, k=split, dtype=dtype, split_k=split, **tile)
+    reason = library.why + (f"; {'; '.join(changed)}" if changed else "")
+    return TileConfig(Gemm.kind, limits.name, limits.family, (*tile.items(), ("split_k", split)), _lds(kernel),
+                      limits.lds_bytes, -(-tile["tile_m"] * tile["tile_n"] // tile["threads"]), reason)
+
+
+def _split(cus: int, output_tiles: int, k: int) -> tuple[int, str]:
+    """The split over k of a grid of `output_tiles` tiles on `cus` CUs, and why."""
+    if output_tiles < cus:
+        split = max(1, min(cus // output_tiles, k // MIN_SPLIT_DEPTH))
+        return split, f"split_k {split}: {output_tiles} output tiles for {cus} CUs"
+
+    def fullness(s: int) -> float:
+        grid = output_tiles * s
+        return grid / (-(-grid // cus) * cus)
+
+    choices = [s for s in range(1, MAX_BALANCE_SPLIT + 1) if k // s >= MIN_SPLIT_DEPTH] or [1]
+    best = max(fullness(s) for s in choices)
+    split = min(s for s in choices if fullness(s) >= best - 0.02)
+    return split, f"split_k {split} evens the last wave ({fullness(1):.0%} -> {fullness(split):.0%} full)"
+
+
+def blas_gemm(gpu: GPU, m: int, n: int, k: int, dtype: Dtype = Dtype.BF16) -> Gemm:
+    """A GEMM as a BLAS would run it on `gpu` (`gemm_config`'s tiles, stages and split)."""
+    return Gemm(m=m, n=n, k=k, dtype=dtype, **gemm_config(gpu, m, n, k, dtype).fields)
+
+
 # ---- any kernel object --------------------------------------------------------------------------------
 
 TILED_KINDS = (AttentionPrefill.kind, MlaDecode.kind, Gemm.kind, MoeGemm.kind)
@@ -396,7 +480,7 @@ def tiles_for(kernel: KernelKind, gpu: GPU, pinned: Collection[str] = ()) -> Til
     if isinstance(kernel, MoeGemm):
         return moe_gemm_tiles(gpu, tokens_per_expert=kernel.tokens_per_expert, dtype=kernel.dtype, pinned=held)
     if isinstance(kernel, Gemm):
-        return gemm_tiles(gpu, dtype=kernel.dtype, pinned=held)
+        return gemm_config(gpu, kernel.m, kernel.n, kernel.k, kernel.dtype, pinned=held)
     return None
 
 
@@ -420,45 +504,3 @@ def describe(kernel: KernelKind, gpu: GPU) -> dict[str, Any] | None:
     return out
 
 
-# Skinny (decode) GEMMs: the smallest row tile of the matrix instructions a library would use (WGMMA's
-# M = 64 on Hopper, the UMMA/MFMA M = 64 tiles of Blackwell and CDNA; assumption for the last two), and
-# at most this many pipeline stages (CUTLASS's StageCountAutoCarveout fills the LDS left by the epilogue).
-SKINNY_TILE_M = 64
-MAX_STAGES = 8
-EPILOGUE_LDS_BYTES = 16 * 1024  # assumption: the epilogue's staging buffer that the carveout leaves
-MIN_SPLIT_DEPTH = 256  # k per split at least
-MAX_BALANCE_SPLIT = 4  # splits tried to even out the last wave (stream-K / split-K balancing)
-
-
-def blas_gemm(gpu: GPU, m: int, n: int, k: int, dtype: Dtype = Dtype.BF16) -> Gemm:
-    """A GEMM as a BLAS would run it on `gpu`: the GPU family's library tile, then three heuristics.
-
-    - Skinny shapes (m <= 64) take a 64-row tile; every shape takes as many pipeline stages (up to 8) as
-      the LDS holds after the epilogue (CUTLASS StageCountAutoCarveout [S61]), so a weight stream keeps
-      enough bytes in flight.
-    - Too few output tiles to give every CU one: split over k, the smallest split that does (at least 256
-      of k per split). Assumption: hipBLASLt and cuBLAS heuristics pick split-K or stream-K for such shapes.
-    - Otherwise, when the last wave would leave many CUs idle, the split of 1..4 with the fullest waves
-      (cuBLAS on Hopper balances such grids with stream-K [S61]; a split-K that evens the waves is its
-      tile-granular approximation).
-    """
-    tile = dict(gemm_tiles(gpu, dtype=dtype).fields)
-    if m <= SKINNY_TILE_M < tile["tile_m"]:
-        tile["tile_m"] = SKINNY_TILE_M
-    stage = dtype.storage_bytes((tile["tile_m"] + tile["tile_n"]) * tile["tile_k"])
-    room = gpu.lds_max_per_workgroup_bytes - EPILOGUE_LDS_BYTES
-    tile["stages"] = max(tile["stages"], min(MAX_STAGES, int(room // stage)))
-    cus = gpu.compute_units
-    output_tiles = -(-m // tile["tile_m"]) * -(-n // tile["tile_n"])
-    split = 1
-    if output_tiles < cus:
-        split = max(1, min(cus // output_tiles, k // MIN_SPLIT_DEPTH))
-    else:
-        def fullness(s: int) -> float:
-            grid = output_tiles * s
-            return grid / (-(-grid // cus) * cus)
-
-        choices = [s for s in range(1, MAX_BALANCE_SPLIT + 1) if k // s >= MIN_SPLIT_DEPTH] or [1]
-        best = max(fullness(s) for s in choices)
-        split = min(s for s in choices if fullness(s) >= best - 0.02)
-    return Gemm(m=m, n=n, k=k, dtype=dtype, split_k=split, **tile)

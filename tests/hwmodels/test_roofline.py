@@ -68,6 +68,7 @@ def test_a_strictly_faster_gpu_is_never_slower(work, gpu, speedup):
         hbm_bandwidth_bytes_per_s=gpu.hbm_bandwidth_bytes_per_s * speedup,
         launch_eager_s=gpu.launch_eager_s / speedup,
         launch_graph_node_s=gpu.launch_graph_node_s / speedup,
+        launch_eager_gpu_s=None if gpu.launch_eager_gpu_s is None else gpu.launch_eager_gpu_s / speedup,
         lds_per_cu_bytes=gpu.lds_per_cu_bytes,
     )
     calib = load_calibration(gpu.name)
