@@ -106,10 +106,18 @@ def read_marker(folder: Path) -> dict[str, Any] | None:
     return marker
 
 
+def infersim_version() -> str:
+    """The installed infersim's version, for the files it writes."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("infersim")
+    except PackageNotFoundError:  # run from a checkout that was never installed
+        return "unknown"
+
+
 def marker_text(kind: str, files: Sequence[str]) -> str:
     """The marker's JSON: who wrote the folder (with the version), what kind of folder, and the files written."""
-    from infersim.outputs import infersim_version
-
     return json.dumps({"written_by": WRITTEN_BY, "version": infersim_version(), "kind": kind,
                        "files": sorted(files)}, indent=2) + "\n"
 

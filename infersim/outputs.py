@@ -19,7 +19,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
-from infersim.output_paths import MARKER, RUN, atomic_write, check_run_folder, marker_text
+from infersim.output_paths import MARKER, RUN, atomic_write, check_run_folder, infersim_version, marker_text
 from infersim.worker_pool import alive
 from simulator.simulate import SimulationResult
 
@@ -171,16 +171,6 @@ def _swap_in(staging: Path, out: Path) -> None:
         os.rename(aside, out)  # put the old run back
         raise
     shutil.rmtree(aside)
-
-
-def infersim_version() -> str:
-    """The installed infersim's version, for the files it writes."""
-    from importlib.metadata import PackageNotFoundError, version
-
-    try:
-        return version("infersim")
-    except PackageNotFoundError:  # run from a checkout that was never installed
-        return "unknown"
 
 
 def write_trace(trace: Mapping[str, Any], path: str | Path) -> Path:

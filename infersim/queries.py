@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
+from compiled.launch_time import timed_kernel
 from hwmodels.calibration import load_calibration
 from hwmodels.dtypes import Dtype
 from hwmodels.occupancy import occupancy
@@ -144,7 +145,8 @@ def kernel_query(hw: str, kind: str, params: Mapping[str, str], *, launch: str =
     # tile fields not given as --param are the engine's choice for this GPU; given ones are held
     kernel, tiles = with_tiles(build_kernel(kind, params), gpu, pinned=params.keys())
     mode = LaunchMode(launch)
-    launches = kernel.launches()
+    timed, source = timed_kernel(kernel, gpu)
+    launches = timed.launches()
     times = [kernel_time(work, gpu, calib, mode) for work in launches]
     total = kernel.work()
     slowest = max(range(len(times)), key=lambda i: times[i].time_s)
@@ -154,6 +156,7 @@ def kernel_query(hw: str, kind: str, params: Mapping[str, str], *, launch: str =
         "kind": kind,
         "params": {f.name: _jsonable(getattr(kernel, f.name)) for f in dataclasses.fields(kernel)},
         "launch_mode": mode.value,
+        "program": source.value,
         "calibration": calib.name,
         "cost_model": calib.cost_model.value,
         "time_s": sum(t.time_s for t in times),

@@ -183,7 +183,7 @@ def step_trace(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, decod
                options: Sequence[str] = (), platform: str | None = None,
                quickreduce: str | None = None) -> dict[str, Any]:
     """The step of `step_query` as a Chrome trace: its launches in plan order on a compute and a collective track."""
-    from infersim.outputs import infersim_version
+    from infersim.output_paths import infersim_version
 
     summary = step_query(model, hw, tp=tp, dcp=dcp, ep=ep, decode=decode, prefill=prefill, verify=verify,
                          drafts=drafts, options=options, platform=platform, quickreduce=quickreduce)

@@ -22,7 +22,7 @@ settings.load_profile("explore" if os.environ.get("INFERSIM_HYPOTHESIS") == "exp
 
 @pytest.fixture(autouse=True, scope="session")
 def _own_cache_folder(tmp_path_factory):
-    """The run keeps its simulated cycles (`validation.sass_timing`) in a folder of its own, shared by the
+    """The run keeps its simulated cycles (`compiled.sass_timing`) in a folder of its own, shared by the
     processes it starts (the CLI, the notebooks' kernels), not in the user's cache: every run starts cold."""
     previous = os.environ.get("INFERSIM_CACHE_DIR")
     os.environ["INFERSIM_CACHE_DIR"] = str(tmp_path_factory.mktemp("infersim-cache"))

@@ -1,4 +1,5 @@
-"""Imports go one way (hwmodels <- workloads <- simulator <- validation <- infersim), and simpy lives in simulator/."""
+"""Imports go one way (hwmodels <- workloads <- compiled <- simulator <- validation <- infersim), and simpy lives in
+simulator/."""
 
 from __future__ import annotations
 
@@ -9,7 +10,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-LAYERS = ["hwmodels", "workloads", "simulator", "validation", "infersim"]
+LAYERS = ["hwmodels", "workloads", "compiled", "simulator", "validation", "infersim"]
 
 
 def _modules() -> list[Path]:

@@ -13,6 +13,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import ClassVar
 
+from compiled.kernel import Compiled
+from compiled.sass_counts import compiled, cycles_of, per_thread
 from hwmodels.calibration import load_calibration
 from hwmodels.interconnect import build_fabric
 from hwmodels.roofline import LaunchMode
@@ -21,8 +23,7 @@ from hwmodels.work import Work
 from simulator.cost.collective_algorithms import Algorithm, KernelAs, Phase
 from simulator.cost.collective_policy import collective_time
 from validation.collective_sweep import NCCL_CSV, QUICKREDUCE_CSV
-from validation.comparison import Comparison, Compiled
-from validation.sass_counts import compiled, cycles_of, per_thread
+from validation.comparison import Comparison
 from workloads.codecs import Codec
 from workloads.collectives import Collective, CollectiveOp
 from workloads.kernel_base import KernelKind
@@ -43,7 +44,7 @@ def _size_label(size: int) -> str:
 
 
 # The phases of the model's QuickReduce all-reduce (`allreduce_phases`) and the Triton kernel that ran each
-# (validation/companion/kernels/allreduce.py, counted as `qr_*` in validation/data/sass_counts/<gpu>.csv).
+# (validation/companion/kernels/allreduce.py, counted as `qr_*` in compiled/data/<gpu>.csv).
 QR_KERNELS = {"quantize + scatter": "qr_scatter", "reduce + requantize + gather": "qr_reduce",
               "dequantize": "qr_gather"}
 QR_WARPS = 4  # num_warps of the sweep's launches (validation.companion.bench.quickreduce.NUM_WARPS)

@@ -15,7 +15,7 @@ named below, so they test how the cycle-level model combines its terms:
 
 Each row is a `Comparison` (group "probe tiles" or "probe grid"), predicted as its kernel ran: the copy as
 the model's `Copy` split over the row's grid, the grid probe's kernel with its compiled code's counts and
-timeline (`validation/sass_counts.py`, kernel `probe_tile_work`).
+timeline (`compiled/sass_counts.py`, kernel `probe_tile_work`).
 """
 
 from __future__ import annotations
@@ -25,9 +25,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import ClassVar
 
+from compiled.kernel import Compiled
 from hwmodels.program import Program
 from hwmodels.work import Family, Work
-from validation.comparison import Comparison, Compiled, compare
+from validation.comparison import Comparison, compare
 from workloads.kernel_base import KernelKind
 from workloads.kernels import Copy
 
@@ -77,7 +78,7 @@ class _TileWork(KernelKind):
 
 def grid_rows(hw: str = "h200") -> list[Comparison]:
     """The grid probe's rows against the model's time of the same tiles, grid and compiled code."""
-    from validation.sass_counts import compiled, cycles_of, per_thread
+    from compiled.sass_counts import compiled, cycles_of, per_thread
 
     out = []
     for row in _rows(hw, "grid"):

@@ -21,9 +21,10 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from compiled.launch_time import launch_times
 from hwmodels.calibration import DEFAULT, Calibration
 from hwmodels.interconnect import Fabric
-from hwmodels.roofline import Bound, LaunchMode, kernel_time, launch_overhead_s
+from hwmodels.roofline import Bound, LaunchMode, launch_overhead_s
 from hwmodels.spec import GPU
 from simulator.cost.collective_policy import collective_time
 from simulator.cost.workgroup_des import dispatch_s
@@ -131,8 +132,7 @@ def kind_busy_s(kind: KernelKind, gpu: GPU, calib: Calibration) -> tuple[float, 
     """The model's seconds of a kind's launches without their launch overheads (a profiler's kernel time), and
     the bound of the longest launch."""
     total, longest, bound = 0.0, -1.0, ""
-    for work in kind.launches():
-        t = kernel_time(work, gpu, calib, LaunchMode.GRAPH, dispatch_s)
+    for t in launch_times(kind, gpu, calib, LaunchMode.GRAPH, dispatch_s):
         busy = t.time_s - t.launch_s
         total += busy
         if busy > longest:

@@ -12,6 +12,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 
+from compiled.launch_time import launch_works
 from hwmodels.calibration import Calibration
 from hwmodels.interconnect import Fabric
 from hwmodels.roofline import kernel_time
@@ -59,7 +60,8 @@ def timed_items(plan: StepPlan, fabric: Fabric, calib: Calibration, quickreduce:
             launched = timed.kernels.get(item.kernel)
             if launched is None:
                 launched = [(w.family.value if w.family else "other",
-                             kernel_time(w, d.gpu, calib, mode, dispatch_s).time_s) for w in item.kernel.launches()]
+                             kernel_time(w, d.gpu, calib, mode, dispatch_s).time_s)
+                            for w in launch_works(item.kernel, d.gpu)]
                 timed.kernels[item.kernel] = launched
         else:
             c = item.collective

@@ -31,7 +31,7 @@ def test_replicate_k_runs_seed_plus_k_and_equals_the_plain_run_of_that_seed():
 
 @pytest.mark.parametrize("n", [0, -3, 1.5, True])
 def test_replicate_seeds_need_a_whole_number_of_at_least_one(n):
-    with pytest.raises(ValueError, match="at least 1"):
+    with pytest.raises(ValueError, match=r"a whole number in 1\.\.1000"):
         replicate_seeds(load_scenario(), n)
 
 

@@ -6,6 +6,8 @@ import math
 
 import pytest
 
+from compiled.kernel import Compiled
+from compiled.sass_counts import per_thread
 from hwmodels.calibration import load_calibration
 from hwmodels.interconnect import build_fabric
 from hwmodels.roofline import LaunchMode
@@ -13,8 +15,6 @@ from hwmodels.spec import load_gpu, load_platform
 from simulator.cost.collective_algorithms import Algorithm, allreduce_phases
 from simulator.cost.collective_policy import collective_time
 from validation.collective_report import QR_KERNELS, QR_PROGRAMS, compare_collectives, quickreduce_kernels
-from validation.comparison import Compiled
-from validation.sass_counts import per_thread
 from workloads.codecs import Codec
 from workloads.collectives import Collective, CollectiveOp
 

@@ -1,9 +1,9 @@
 """One model: a `validate` row's prediction is what `infersim kernel` predicts for the same kernels, parameters, GPU
 and launch mode, bit for bit, wherever the row prices a product kernel kind as it is.
 
-The rows that do not are the families whose kernels validation still prices through the companion kernels' compiled
-code (`validation.comparison.Compiled`) or through kernel kinds of its own; they are listed here, so that a family
-leaving the list (its kernels timed by the product) or joining it (a new wrapper) is a change this test sees."""
+The companion kernels' rows (MLA decode, KDA, the codecs) are timed from their compiled code by the product itself
+(`compiled.companion`), as `infersim kernel` times them. The rows that are not replayed price kernels of
+validation's own; they are listed here, so that a family leaving the list or joining it is a change this test sees."""
 
 from __future__ import annotations
 
@@ -19,11 +19,9 @@ from validation.report import DATA_DIR
 from workloads.kernels import KERNEL_KINDS
 
 HW = "h200"
-# Families validation prices another way than the product does today (the gap the compiled-code work closes).
+# Families validation prices through kernels of its own (not the product's kinds), so no command can be asked the
+# same question; the two-GPU collective rows (validation/collective_report.py) are not suite rows and are not here.
 NOT_YET_ONE_MODEL = {
-    "codec dequantize", "codec quantize",  # Compiled: the codecs' SASS timelines
-    "kda decode", "kda prefill", "kda verify",  # Compiled: the KDA kernels' SASS timelines
-    "mla decode",  # Compiled: the MLA decode kernel's SASS timeline
     "copy",  # a grid-stride wrapper of validation's own for grids smaller than the copy's blocks
     "launch eager", "launch graph",  # validation's own empty and in-place kernels
     "occupancy waves ratio",  # a ratio of two launches of a probe kernel of validation's own, not a launch's time
@@ -59,14 +57,18 @@ def test_every_row_that_prices_product_kernels_is_what_infersim_kernel_predicts(
             continue
         total_s = 0.0
         for kernel in kernels:
-            params = {f.name: _text(getattr(kernel, f.name)) for f in dataclasses.fields(kernel) if f.init}
+            # every field, tiles included (a tile left out is the engine's choice for the GPU); an empty tuple
+            # (MLA's uneven `contexts`) is what leaving it out means
+            params = {f.name: _text(getattr(kernel, f.name)) for f in dataclasses.fields(kernel)
+                      if f.init and getattr(kernel, f.name) != ()}
             total_s += kernel_query(HW, kernel.kind, params, launch=comparison.mode)["time_s"]
         assert total_s == comparison.predicted_s, (comparison.group, comparison.label, comparison.mode)
         replayed[comparison.group] = replayed.get(comparison.group, 0) + 1
     assert {g for g in other if g not in replayed} <= NOT_YET_ONE_MODEL, sorted(other - NOT_YET_ONE_MODEL)
     assert set(replayed) >= {"gemm bf16 decode", "gemm bf16 prefill", "gemm fp8 prefill", "add-rmsnorm fused decode",
-                             "add-rmsnorm unfused prefill"}, replayed
-    assert sum(replayed.values()) >= 80
+                             "add-rmsnorm unfused prefill", "mla decode", "kda prefill", "kda decode", "kda verify",
+                             "codec quantize", "codec dequantize"}, replayed
+    assert sum(replayed.values()) >= 200
 
 
 @pytest.mark.parametrize(("m", "n", "k"), [(4, 7168, 7168), (1, 4096, 4096), (2560, 8192, 1024), (8192, 8192, 8192)])

@@ -8,6 +8,8 @@ import random
 import numpy as np
 import pytest
 
+from compiled.sass_counts import DATA_DIR
+from tests.conftest import ROOT
 from validation.companion.bench.profile_targets import source_pages
 from validation.companion.bench.sass_lanes import (
     hgmma_wavefronts,
@@ -16,9 +18,8 @@ from validation.companion.bench.sass_lanes import (
     matrix_wavefronts,
     wavefronts,
 )
-from validation.sass_counts import DATA_DIR
 
-NCU = DATA_DIR.parent / "h200" / "ncu"
+NCU = ROOT / "validation" / "data" / "h200" / "ncu"
 
 
 def _strided(stride: int, op: str = "STS", extra: tuple[str, ...] = ()) -> list[str]:

@@ -91,17 +91,11 @@ def cases() -> list[CodecCase]:
 
 def compare(row: dict[str, str], gpu_name: str) -> Comparison:
     """The model's Quantize or Dequantize of the row's values and codec, with the kernel's threads per tile and
-    the warp instructions and registers of its compiled code (validation/sass_counts.py): the codecs issue far
-    more instructions per value (bit packing, rounding, IEEE division) than their FLOP count."""
-    from validation.comparison import Compiled
-    from validation.sass_counts import compiled, cycles_of, per_thread
+    the warp instructions and registers of its compiled code (`compiled.companion`): the codecs issue far more
+    instructions per value (bit packing, rounding, IEEE division) than their FLOP count."""
     from workloads.kernels import Dequantize, Quantize
 
     kind = Quantize if row["kernel"] == QUANTIZE else Dequantize
     kernel = kind(values=int(row["values"]), codec=row["codec"], threads=int(row["num_warps"]) * 32)
-    instructions, registers = compiled(gpu_name, row["kernel"], row["codec"])
-    counts = per_thread(gpu_name, row["kernel"], row["codec"])
     label = f"{kind.kind} {row['codec']} {2 * int(row['values']) // MIB} MiB"
-    counted = Compiled(kernel, (instructions,), (registers,), (counts,),
-                       (cycles_of(gpu_name, row["kernel"], row["codec"]),))
-    return compare_row(row, counted, gpu_name, label, f"codec {kind.kind}")
+    return compare_row(row, kernel, gpu_name, label, f"codec {kind.kind}")

@@ -148,12 +148,9 @@ def _flag(value: str) -> bool:
 
 
 def compare(row: dict[str, str], gpu_name: str):
-    """The model's prediction for a recorded row: KdaPrefill (plain, qg stored), KdaDecode or KdaVerify, each told
-    the warp instructions and registers of the compiled kernels (validation/sass_counts.py): the intra kernel's
-    forward substitution loops CHUNK - 1 times, the scan once per chunk, the recurrence once per token."""
-    from validation.comparison import Compiled
+    """The model's prediction for a recorded row: KdaPrefill (plain, qg stored), KdaDecode or KdaVerify, as
+    `infersim kernel` times them: from the compiled kernels' code (`compiled.companion`)."""
     from validation.comparison import compare as compare_row
-    from validation.sass_counts import compiled, cycles_of, per_thread
     from workloads.kda_kernels import KdaDecode, KdaPrefill, KdaVerify
 
     kernel = row["kernel"]
@@ -162,11 +159,9 @@ def compare(row: dict[str, str], gpu_name: str):
     if kernel == PREFILL:
         model = KdaPrefill(seqs=seqs, tokens=tokens, heads=heads, key_dim=kd, value_dim=vd, chunk=CHUNK,
                            grouped_scan=False, block_v=bv, threads=threads, stores_qg=True)
-        configs = (("kda_intra", f"chunk={CHUNK}", CHUNK - 1), ("kda_scan", f"chunk={CHUNK} bv={bv}", model.chunks))
         label = f"{kernel} seqs={seqs} tokens={tokens}"
     elif kernel == DECODE:
         model = KdaDecode(seqs=seqs, heads=heads, key_dim=kd, value_dim=vd, fused=True, block_v=bv, threads=threads)
-        configs = (("kda_recurrent", f"bv={bv} store=False T=1", 0),)  # T = 1: a constant, no loop
         label = f"{kernel} seqs={seqs} bv={bv}"
     elif kernel == VERIFY:
         if kd != vd:
@@ -174,12 +169,7 @@ def compare(row: dict[str, str], gpu_name: str):
         store = _flag(row["store_states"])
         model = KdaVerify(seqs=seqs, positions=tokens, heads=heads, head_dim=kd, tile_cols=bv,
                           store_states=store, threads=threads)
-        configs = (("kda_recurrent", f"bv={bv} store={store}", tokens),)
         label = f"{kernel} seqs={seqs} positions={tokens} bv={bv} store={store}"
     else:
         raise ValueError(f"unknown kda kernel {kernel!r}")
-    counts = [compiled(gpu_name, name, config, trips) for name, config, trips in configs]
-    counted = Compiled(model, tuple(i for i, _ in counts), tuple(r for _, r in counts),
-                       tuple(per_thread(gpu_name, name, config) for name, config, _ in configs),
-                       tuple(cycles_of(gpu_name, name, config) for name, config, _ in configs))
-    return compare_row(row, counted, gpu_name, label, GROUPS[kernel])
+    return compare_row(row, model, gpu_name, label, GROUPS[kernel])

@@ -128,34 +128,9 @@ def cases() -> list[MlaDecodeCase]:
     return out
 
 
-def _counted(kernel: MlaDecode, gpu_name: str) -> comparison.Compiled:
-    """The model's launches told the compiled attention and merge kernels' warp instructions and registers
-    (validation/sass_counts.py): a split loops once per block_n rows of its share, the merge once per split
-    that holds rows; the padding copy is not counted."""
-    from validation.sass_counts import compiled, cycles_of, per_thread
-    from workloads.kernel_base import cdiv
-
-    splits, block_n = kernel.num_splits, kernel.block_n
-    per_split = max(cdiv(cdiv(kernel.context, splits), block_n) * block_n, block_n)  # rows, as _split_rows
-    config = f"splits={splits} even={kernel.padded_heads % HEADS_PER_WORKGROUP == 0}"
-    counts = [compiled(gpu_name, "mla_decode", config, cdiv(per_split, block_n))]
-    threads = [per_thread(gpu_name, "mla_decode", config)]
-    cycles = [cycles_of(gpu_name, "mla_decode", config)]
-    if splits > 1:
-        counts.append(compiled(gpu_name, "mla_merge", config, cdiv(kernel.context, per_split)))
-        threads.append(per_thread(gpu_name, "mla_merge", config))
-        cycles.append(cycles_of(gpu_name, "mla_merge", config))
-    if kernel.padded_heads > kernel.heads:
-        counts.insert(0, (None, None))
-        threads.insert(0, None)
-        cycles.insert(0, None)
-    return comparison.Compiled(kernel, tuple(i for i, _ in counts), tuple(r for _, r in counts), tuple(threads),
-                               tuple(cycles))
-
-
 def compare(row: dict[str, str], gpu_name: str) -> comparison.Comparison:
-    """The row against `MlaDecode` with the Triton kernel's tiles (16-head blocks, block_n rows, num_warps*32) and
-    its compiled code's instructions and registers."""
+    """The row against `MlaDecode` with the Triton kernel's tiles (16-head blocks, block_n rows, num_warps*32), as
+    `infersim kernel mla-decode` times it: from the compiled code (`compiled.companion`)."""
     dtype = comparison.TORCH_DTYPES[str(row["dtype"])]
     kernel = MlaDecode(
         seqs=int(row["seqs"]), context=int(row["context"]), heads=int(row["heads"]), kv_lora=KV_LORA,
@@ -166,4 +141,4 @@ def compare(row: dict[str, str], gpu_name: str) -> comparison.Comparison:
     pad = int(row["pad_heads_to"])
     label = (f"mla_decode seqs={row['seqs']} context={row['context']} splits={row['num_splits']}"
              + (f" pad{pad}" if pad > int(row["heads"]) else ""))
-    return comparison.compare(row, _counted(kernel, gpu_name), gpu_name, label, GROUP)
+    return comparison.compare(row, kernel, gpu_name, label, GROUP)

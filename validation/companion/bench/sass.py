@@ -1,6 +1,6 @@
 """`sass-counts`: count the SASS instructions each companion kernel issues per thread, compiled for sm_90.
 
-    python -m validation.companion.bench sass-counts --out validation/data/sass_counts/h200.csv
+    python -m validation.companion.bench sass-counts --out compiled/data/h200.csv
 
 Each kernel of `validation/companion/kernels/` is compiled by Triton for sm_90 (no GPU needed; Triton ships
 ptxas and nvdisasm) with the specialisations its launches get on the GPU (pointers and the sizes the suites
@@ -10,10 +10,10 @@ a prologue (everything outside the loop) and a loop body per iteration; loops th
 in the prologue, and the copies of a tile loop unrolled per peer count as that one loop (`count`). The
 QuickReduce all-reduce kernels are counted as the two-GPU sweep launched them: `qr_scatter`, `qr_reduce` and
 `qr_gather`, per codec, with two ranks, bf16 in and out, 4 warps. The table it writes is read by
-`validation.sass_counts`; run it with the Triton version of the measurements (their PROVENANCE.md). Beside
+`compiled.sass_counts`; run it with the Triton version of the measurements (their PROVENANCE.md). Beside
 it the command writes each kernel's one-warp issue timeline (`warp_timeline`, from the control codes of the
 instructions: stall counts and the barriers of variable-latency results, and each section's instruction
-stream) as `<name>_timing.json`, which `validation.sass_timing` evaluates with a GPU's latencies.
+stream) as `<name>_timing.json`, which `compiled.sass_timing` evaluates with a GPU's latencies.
 triton is imported inside the functions that compile, so `count` works without it.
 """
 
@@ -28,7 +28,7 @@ import re
 import subprocess
 import tempfile
 
-from validation.sass_counts import COLUMNS
+from compiled.sass_counts import COLUMNS
 
 # Instructions of one skipped slow-path call of IEEE division: the argument move, the return address, the
 # CALL and the result move; the branch around them and BSSY/BSYNC are issued and stay counted.
@@ -294,7 +294,7 @@ def warp_timeline(sass: str, threads: int = 32) -> dict:
     (`_compact`: stall, wait mask, barriers set), for simulating several warps; a loop's "entry" is the number
     of prologue instructions issued before it (the barrier state it enters with). The cycles a wait exposes,
     max(0, latency[class] - distance) less what earlier waits already exposed, are left to
-    `validation.sass_timing`, which knows each GPU's latencies. "shared" lists, per section, [index in
+    `compiled.sass_timing`, which knows each GPU's latencies. "shared" lists, per section, [index in
     "stream", wavefronts] of every instruction that uses the SM's shared-memory pipe: the wavefronts a warp's
     access takes with its bank conflicts (`sass_lanes.lane_wavefronts`, evaluated on a workgroup of `threads`
     threads; an access whose address it cannot compute counts its conflict-free wavefronts).
@@ -503,9 +503,9 @@ def _allreduce_cases():
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, help="the CSV to write, e.g. validation/data/sass_counts/h200.csv")
+    parser.add_argument("--out", required=True, help="the CSV to write, e.g. compiled/data/h200.csv")
     parser.add_argument("--timing", help="the warp timelines to write (`warp_timeline`); default: the CSV's name "
-                        "with _timing.json, e.g. validation/data/sass_counts/h200_timing.json")
+                        "with _timing.json, e.g. compiled/data/h200_timing.json")
 
 
 def run(args: argparse.Namespace) -> int:

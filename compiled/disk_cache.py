@@ -1,6 +1,6 @@
 """Results of slow, deterministic computations kept on disk between processes.
 
-The SASS simulation of the validation rows (`validation.sass_timing`) takes seconds per kernel in Python, and
+The SASS simulation of the validation rows (`compiled.sass_timing`) takes seconds per kernel in Python, and
 every process that predicts the rows (the CLI, the notebooks, the report pages) runs the same ones. A function
 wrapped by `kept_on_disk` keeps each result, a tuple of floats, under the user's cache folder in a file named
 by a hash of its arguments and of what the caller says the result depends on besides them (its source, its

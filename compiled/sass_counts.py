@@ -3,7 +3,7 @@
 The roofline's issue term (`hwmodels.roofline`) needs the warp instructions a workgroup issues. They are
 counted, not fitted: the companion's bench compiles each kernel of `validation/companion/kernels/` for sm_90
 and counts its main path (`validation.companion.bench.sass` says how), into
-`validation/data/sass_counts/<gpu>.csv`. This module reads that table: a kernel's prologue and loop body per
+`compiled/data/<gpu>.csv`. This module reads that table: a kernel's prologue and loop body per
 thread, its warps and its registers.
 """
 
@@ -16,13 +16,25 @@ from pathlib import Path
 COLUMNS = ("kernel", "config", "num_warps", "registers", "shared_bytes", "prologue_instructions",
            "loop_instructions", "triton")
 
-DATA_DIR = Path(__file__).parent / "data" / "sass_counts"
+DATA_DIR = Path(__file__).parent / "data"
 
 
 @cache
 def _table(gpu_name: str) -> dict[tuple[str, str], dict[str, str]]:
     with open(DATA_DIR / f"{gpu_name}.csv", newline="") as f:
         return {(r["kernel"], r["config"]): r for r in csv.DictReader(f)}
+
+
+def has_counts(gpu_name: str, kernel: str | None = None, config: str | None = None) -> bool:
+    """Whether the GPU's compiled code was counted (and, given a kernel and configuration, that one)."""
+    if not (DATA_DIR / f"{gpu_name}.csv").is_file():
+        return False
+    return kernel is None or (kernel, config) in _table(gpu_name)
+
+
+def warps_of(gpu_name: str, kernel: str, config: str) -> int:
+    """The warps of one workgroup of a compiled kernel."""
+    return int(_table(gpu_name)[(kernel, config)]["num_warps"])
 
 
 def compiled(gpu_name: str, kernel: str, config: str, iterations: int = 0) -> tuple[float, int]:
@@ -53,8 +65,8 @@ PIPELINED_CLASSES = ("global_load", "async_copy")
 
 def per_thread_timed(gpu_name: str, kernel: str, config: str) -> tuple[int, int, float, float, float, float]:
     """(instructions outside the loop, per trip; cycles outside, per trip with every wait; the same without the
-    global-load waits) of one warp, from the instruction counts and the SASS timeline (validation.sass_timing)."""
-    from validation.sass_timing import warp_cycles
+    global-load waits) of one warp, from the instruction counts and the SASS timeline (compiled.sass_timing)."""
+    from compiled.sass_timing import warp_cycles
 
     outside, per_trip = per_thread(gpu_name, kernel, config)
     with_loads = warp_cycles(gpu_name, kernel, config)
@@ -74,9 +86,9 @@ def cycles_of(gpu_name: str, kernel: str, config: str) -> tuple:
     (warps, cycles) pairs; and, for a kernel with a loop, the cycles outside it simulated the same way (the
     warps' set-up together: their shared-memory traffic contends as their trips' does). The warps of one
     workgroup (the compiled kernel's `num_warps`) wait for each other at every BAR.SYNC."""
+    from compiled.sass_timing import shared_trip_cycles
     from hwmodels.occupancy import occupancy
     from hwmodels.spec import load_gpu
-    from validation.sass_timing import shared_trip_cycles
 
     gpu = load_gpu(gpu_name)
     dram_cycles = gpu.dram_latency_s * gpu.boost_clock_hz

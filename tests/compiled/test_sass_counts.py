@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
+from compiled.kernel import Compiled
+from compiled.sass_counts import compiled
 from hwmodels.work import Work
-from validation.comparison import Compiled
-from validation.sass_counts import compiled
 from workloads.kernels import Quantize
 
 

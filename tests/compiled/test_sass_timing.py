@@ -8,10 +8,8 @@ import random
 
 import pytest
 
-from hwmodels.spec import load_gpu
-from validation.companion.bench.sass import NO_BARRIER, control, count, warp_timeline
-from validation.sass_counts import DATA_DIR, PIPELINED_CLASSES
-from validation.sass_timing import (
+from compiled.sass_counts import DATA_DIR, PIPELINED_CLASSES
+from compiled.sass_timing import (
     SHARED_QUEUE_CYCLES,
     issue_cycles,
     issue_streams,
@@ -22,6 +20,8 @@ from validation.sass_timing import (
     warp_cycles,
     wavefront_cycles,
 )
+from hwmodels.spec import load_gpu
+from validation.companion.bench.sass import NO_BARRIER, control, count, warp_timeline
 
 LATENCY = {"global_load": 500.0, "shared": 30.0, "sfu": 20.0, "other": 4.0, "operand_read": 4.0, "barrier": 0.0}
 
@@ -157,8 +157,8 @@ def test_unknown_rows_are_refused():
 
 
 def test_a_compiled_row_takes_its_chains_from_the_sass_timeline():
-    from validation.comparison import UNPIPELINED_ROUND_TRIPS, Compiled
-    from validation.sass_counts import SIMULATED_WARPS, cycles_of, per_thread
+    from compiled.kernel import UNPIPELINED_ROUND_TRIPS, Compiled
+    from compiled.sass_counts import SIMULATED_WARPS, cycles_of, per_thread
     from workloads.attention_kernels import MlaDecode
     from workloads.kda_kernels import KdaVerify
 
@@ -406,7 +406,7 @@ def test_a_barrier_holds_a_workgroup_until_its_last_warp_arrives():
 
 
 def test_simulated_cycles_kept_on_disk_are_the_simulations(tmp_path, monkeypatch):
-    import validation.sass_timing as timing
+    import compiled.sass_timing as timing
 
     monkeypatch.setenv("INFERSIM_CACHE_DIR", str(tmp_path))
     args = ("h200", "kda_recurrent", "bv=8 store=True", 2, tuple(sorted(timing.latencies(load_gpu("h200")).items())))

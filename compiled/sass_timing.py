@@ -4,7 +4,7 @@ A kernel that runs one warp per scheduler (MLA decode, KDA recurrences, QuickRed
 long one warp takes to issue its instruction stream in order, waiting on its dependencies. The companion's
 bench (`validation.companion.bench.sass`, `warp_timeline`) reads each instruction's control code (stall
 count, barriers set and waited on) and writes, per kernel and configuration, the static timeline of the main
-path into `validation/data/sass_counts/<gpu>_timing.json`: for the prologue and one loop trip, the stall
+path into `compiled/data/<gpu>_timing.json`: for the prologue and one loop trip, the stall
 cycles and every wait on a variable-latency producer as [class, distance, at] (the producer's latency class,
 the static cycles from its issue to the waiting instruction's, and the waiting instruction's static cycle in
 its section). This module evaluates those timelines with a GPU's latencies; no torch or triton.
@@ -40,13 +40,13 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from pathlib import Path
 
+from compiled.disk_cache import kept_on_disk
 from hwmodels.spec import GPU, load_gpu
-from validation.disk_cache import kept_on_disk
 
 WAVEFRONT_BYTES = 128  # one shared-memory wavefront: 32 banks of 4 bytes (`validation.companion.bench.sass_lanes`)
 NO_BARRIER = 7  # `validation.companion.bench.sass.NO_BARRIER`: an instruction that sets no barrier
 
-DATA_DIR = Path(__file__).parent / "data" / "sass_counts"
+DATA_DIR = Path(__file__).parent / "data"
 # Steady state of a loop trip: passes, each using the previous pass's delays for the earlier trips.
 _MAX_PASSES = 20
 
@@ -207,7 +207,7 @@ def issue_cycles(gpu: GPU) -> dict[str, float]:
     return {pipe: cycles for pipe, cycles in held.items() if cycles is not None}
 
 
-# The simulations are kept on disk between processes (`validation.disk_cache`), keyed by this module's source,
+# The simulations are kept on disk between processes (`compiled.disk_cache`), keyed by this module's source,
 # the timing table and the shared queue's depth besides their arguments.
 
 

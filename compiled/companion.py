@@ -1,0 +1,108 @@
+"""Which product kernels are a companion Triton kernel as compiled, and what its compiled code says of them.
+
+The companion kernel extension (`validation/companion/kernels/`) implements MLA decode and its merge, the KDA
+prefill (intra-chunk substitution and chunk scan), decode and verify recurrences, and the QuickReduce codecs. Their
+code compiled for a GPU is counted into `compiled/data/<gpu>.csv` and `<gpu>_timing.json`, one row per kernel and
+compiled configuration. A product kernel whose fields are that kernel's tiles, warps and datatypes, at a
+configuration that was compiled, is timed from that code (`Compiled`); any other is timed from its kind's analytic
+program. `compiled_kernel` decides, for every command alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from compiled.kernel import Compiled
+from compiled.sass_counts import compiled, cycles_of, has_counts, per_thread, warps_of
+from hwmodels.dtypes import Dtype
+from workloads.attention_kernels import MlaDecode
+from workloads.kda_kernels import KdaDecode, KdaPrefill, KdaVerify
+from workloads.kernel_base import KernelKind, cdiv
+from workloads.kernels import Dequantize, Quantize
+
+# The companion MLA decode kernel's tiles (validation/companion/kernels/mla_decode.py: BLOCK_H 16 query heads, BLOCK_N
+# 32 latent rows, 4 warps) and the latent widths it was compiled for (DeepSeek-V3/Kimi's 512 + 64), in bf16.
+MLA_HEADS_PER_WORKGROUP, MLA_BLOCK_N, MLA_KV_LORA, MLA_ROPE_DIM = 16, 32, 512, 64
+KDA_CHUNK, KDA_DIM = 64, 128  # the companion KDA kernels' chunk and head dimension (Kimi Linear's)
+
+Entry = tuple[str, str, int]  # (compiled kernel, configuration, loop trips of the launch)
+
+
+def _mla_entries(kernel: MlaDecode) -> list[Entry | None] | None:
+    """The attention kernel (a split loops once per block_n rows of its share) and, split, the merge (once per
+    split that holds rows); the padding copy is not a companion kernel."""
+    if (kernel.heads_per_workgroup, kernel.block_n, kernel.kv_lora, kernel.rope_dim) != (
+            MLA_HEADS_PER_WORKGROUP, MLA_BLOCK_N, MLA_KV_LORA, MLA_ROPE_DIM):
+        return None
+    if kernel.kv_dtype is not Dtype.BF16 or kernel.q_dtype is not Dtype.BF16 or kernel.contexts:
+        return None
+    splits, block_n = kernel.num_splits, kernel.block_n
+    per_split = max(cdiv(cdiv(kernel.context, splits), block_n) * block_n, block_n)  # rows, as _split_rows
+    config = f"splits={splits} even={kernel.padded_heads % MLA_HEADS_PER_WORKGROUP == 0}"
+    entries: list[Entry | None] = [("mla_decode", config, cdiv(per_split, block_n))]
+    if splits > 1:
+        entries.append(("mla_merge", config, cdiv(kernel.context, per_split)))
+    if kernel.padded_heads > kernel.heads:
+        entries.insert(0, None)
+    return entries
+
+
+def _kda_prefill_entries(kernel: KdaPrefill) -> list[Entry | None] | None:
+    """The intra-chunk forward substitution loops chunk - 1 times, the scan once per chunk."""
+    if (kernel.chunk, kernel.key_dim, kernel.value_dim) != (KDA_CHUNK, KDA_DIM, KDA_DIM):
+        return None
+    if kernel.grouped_scan or not kernel.stores_qg:
+        return None
+    return [("kda_intra", f"chunk={kernel.chunk}", kernel.chunk - 1),
+            ("kda_scan", f"chunk={kernel.chunk} bv={kernel.block_v}", kernel.chunks)]
+
+
+def _kda_decode_entries(kernel: KdaDecode) -> list[Entry | None] | None:
+    """The fused recurrence of one token: no loop (T = 1 is a constant of the compiled code)."""
+    if not kernel.fused or (kernel.key_dim, kernel.value_dim) != (KDA_DIM, KDA_DIM):
+        return None
+    return [("kda_recurrent", f"bv={kernel.block_v} store=False T=1", 0)]
+
+
+def _kda_verify_entries(kernel: KdaVerify) -> list[Entry | None] | None:
+    """The recurrence loops once per verified position."""
+    if kernel.head_dim != KDA_DIM:
+        return None
+    return [("kda_recurrent", f"bv={kernel.tile_cols} store={kernel.store_states}", kernel.positions)]
+
+
+def _codec_entries(kernel: Quantize | Dequantize) -> list[Entry | None]:
+    name = "triton_dequantize" if isinstance(kernel, Dequantize) else "triton_quantize"  # Dequantize is a Quantize
+    return [(name, kernel.codec.value, 0)]
+
+
+ENTRIES: dict[type, Callable[..., list[Entry | None] | None]] = {
+    MlaDecode: _mla_entries, KdaPrefill: _kda_prefill_entries, KdaDecode: _kda_decode_entries,
+    KdaVerify: _kda_verify_entries, Quantize: _codec_entries, Dequantize: _codec_entries,
+}
+
+
+def compiled_kernel(kernel: KernelKind, gpu_name: str) -> Compiled | None:
+    """`kernel` told its compiled code on `gpu_name`, when it is a companion kernel at a compiled configuration
+    (the same threads as compiled, every launch counted); None when it is timed from its analytic program."""
+    entries_of = ENTRIES.get(type(kernel))
+    if entries_of is None or not has_counts(gpu_name):
+        return None
+    entries = entries_of(kernel)
+    if entries is None or len(entries) != len(kernel.launches()):
+        return None
+    counted = [e for e in entries if e is not None]
+    if not all(has_counts(gpu_name, name, config) for name, config, _ in counted):
+        return None
+    if not _same_threads(kernel, gpu_name, counted):
+        return None
+    counts = [(None, None) if e is None else compiled(gpu_name, e[0], e[1], e[2]) for e in entries]
+    return Compiled(kernel, tuple(i for i, _ in counts), tuple(r for _, r in counts),
+                    tuple(None if e is None else per_thread(gpu_name, e[0], e[1]) for e in entries),
+                    tuple(None if e is None else cycles_of(gpu_name, e[0], e[1]) for e in entries))
+
+
+def _same_threads(kernel: KernelKind, gpu_name: str, entries: Sequence[Entry]) -> bool:
+    """The kernel's workgroup is the compiled main kernel's warps (an MLA merge keeps its own)."""
+    name, config, _ = entries[0]
+    return getattr(kernel, "threads", None) == 32 * warps_of(gpu_name, name, config)
