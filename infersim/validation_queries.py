@@ -62,6 +62,9 @@ def validate_query(hw: str, write_report: bool = False, rows: bool = False) -> d
             for name, summary in error_summary(compared).items()
         ],
     }
+    from validation import design_changes
+
+    result["design_changes"] = design_changes.summary(design_changes.pairs(compared))
     if rows:
         result["every_row"] = [
             {"family": r.group, "row": r.label, "launch_mode": r.launch_mode, "measured_s": r.measured_s,

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from validation import design_changes
 from validation.comparison import Comparison
 from validation.measure_output import write_text_atomic
 from validation.report import error_summary, leave_one_family_out, overall_summary, roofline_summary
@@ -67,6 +68,17 @@ def render_markdown(hw: str, rows: Sequence[Comparison]) -> str:
         out = f"{left_out[name]:.1f}" if name in left_out else "-"
         lines.append(f"| {name} | {int(s['rows'])} | {int(s['held_out_rows'])} | {_pct(s, 'median_abs_pct')} "
                      f"| {_pct(s, 'p90_abs_pct')} | {signed} | {_pct(b, 'median_abs_pct')} | {was} | {out} |")
+    lines += ["", "## Design changes: pairs of rows that differ in one knob", "",
+              "The measured ratio is the changed row's time over the reference row's (below 1: the change is a "
+              "speed-up); the ratio error is predicted ratio / measured ratio - 1; right sign: both ratios on the "
+              "same side of 1 (`validation/design_changes.py`).", "",
+              "| knob | change | pairs | measured ratio (median) | predicted ratio (median) | median abs ratio "
+              "error % | p90 abs ratio error % | right sign |",
+              "| --- | --- | ---: | ---: | ---: | ---: | ---: | ---: |"]
+    for c in design_changes.summary(design_changes.pairs(list(rows))):
+        lines.append(f"| {c['knob']} | {c['change']} | {c['pairs']} | {c['median_measured_ratio']:.3f} "
+                     f"| {c['median_predicted_ratio']:.3f} | {c['median_abs_ratio_error_pct']:.1f} "
+                     f"| {c['p90_abs_ratio_error_pct']:.1f} | {c['right_sign_share']:.0%} |")
     lines += ["", "## Rows used to fit constants", "", *[f"- {note}" for note in FITTED_NOTES], "",
               "| family | fitted rows | median abs error % | p90 abs error % |", "| --- | ---: | ---: | ---: |"]
     for name, s in summary.items():
