@@ -63,7 +63,9 @@ def validate_query(hw: str, write_report: bool = False, rows: bool = False) -> d
         ],
     }
     from validation import design_changes
+    from validation.report import heldout_summary
 
+    result["held_out_grid"] = heldout_summary(hw)
     result["design_changes"] = design_changes.summary(design_changes.pairs(compared))
     if rows:
         result["every_row"] = [

@@ -46,9 +46,10 @@ What each constant is, and its rows:
   a barrier, a shared load; Triton emits a second barrier ahead of the next round's store).
 - `lds_bytes_per_clock_per_cu`: bytes stored plus loaded through shared memory per clock per SM by a
   [128, 128] fp32 layout conversion (scalar 4 B accesses, as Triton emits them; below the hardware peak).
-- `shared_queue_stores`, `shared_store_cycles_per_wavefront` (`probe_queue.csv`, pending: written, not yet
-  recorded): how many 32-wavefront shared stores one warp issues before the SM's shared pipe holds it back (the
-  MIO queue), and the pipe's cycles a wavefront for them.
+- `shared_queue_stores`, `shared_store_cycles_per_wavefront` (`probe_queue.csv`): how many 32-wavefront shared
+  stores one warp issues before the SM's shared pipe holds it back (the MIO queue), and the pipe's cycles a
+  wavefront for them. Recorded; the SM simulation's queue depth (`compiled.sass_timing.SHARED_QUEUE_CYCLES`) is
+  still its assumption: NOTES.md says what the probe shows of it.
 """
 
 from __future__ import annotations
@@ -93,7 +94,9 @@ _OWN_COLUMNS = {
 MULTI_GPU_PROBES = ("peer",)  # recorded on two GPUs of one host (data/<gpu>x2/), skipped on one
 # written and runnable, not yet recorded: no CSV is committed, their constants stay None (and the model's
 # assumption stands) until one is
-PENDING_PROBES = ("queue",)
+PENDING_PROBES: tuple[str, ...] = ()
+# probes whose rows are cycle counts read inside the kernel (`%clock64`), with no event times: their cycle columns
+CLOCK_PROBES = {"queue": ("issue_cycles", "drain_cycles")}
 PROBES = tuple(_OWN_COLUMNS)
 COLUMNS = {name: (*own, *TIMING_COLUMNS, *derived, *PROVENANCE_COLUMNS)
            for name, (own, derived) in _OWN_COLUMNS.items()}

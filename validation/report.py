@@ -22,11 +22,12 @@ from validation.comparison import Comparison
 DATA_DIR = Path(__file__).parent / "data"
 
 
-def compare_suite(path: Path, gpu_name: str) -> list[Comparison]:
-    """Every row of one suite's CSV beside the model's prediction for the same shape and launch mode."""
+def compare_suite(path: Path, gpu_name: str, suite: str | None = None) -> list[Comparison]:
+    """Every row of one suite's CSV (the suite named by the file, or `suite`) beside the model's prediction for the
+    same shape and launch mode."""
     with path.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
-    one = suites.load(path.stem).compare
+    one = suites.load(suite or path.stem).compare
     return [one(row, gpu_name) for row in rows]
 
 
@@ -63,6 +64,28 @@ def compare_all(hw: str) -> list[Comparison]:
     paths = [DATA_DIR / hw / f"{suite}.csv" for suite in suites.NAMES]
     rows = [row for path in paths if path.exists() for row in compare_suite(path, hw)]
     return rows + compare_collectives(f"{hw}x2")
+
+
+def compare_heldout(hw: str) -> list[Comparison]:
+    """Every row of a GPU's held-out grid (`validation.heldout`: `<suite>_heldout.csv`), priced as the planned rows
+    are; none fitted anything."""
+    from validation import heldout
+
+    rows = []
+    for suite in heldout.SUITES:
+        path = DATA_DIR / hw / heldout.csv_name(suite)
+        if path.exists():
+            rows += compare_suite(path, hw, suite)
+    return rows
+
+
+def heldout_summary(hw: str) -> dict[str, object]:
+    """The held-out grid's rows, overall median and p90 |error|, and per family (with the signed median)."""
+    rows = compare_heldout(hw)
+    return {"rows": len(rows), **overall_summary(rows),
+            "families": [{"family": name, **{k: s.get(k) for k in ("rows", "median_abs_pct", "p90_abs_pct",
+                                                                      "median_signed_pct")}}
+                         for name, s in error_summary(rows).items()]}
 
 
 def roofline_summary(hw: str) -> dict[str, dict[str, float]]:

@@ -13,7 +13,13 @@ from pathlib import Path
 from validation import design_changes
 from validation.comparison import Comparison
 from validation.measure_output import write_text_atomic
-from validation.report import error_summary, leave_one_family_out, overall_summary, roofline_summary
+from validation.report import (
+    error_summary,
+    heldout_summary,
+    leave_one_family_out,
+    overall_summary,
+    roofline_summary,
+)
 
 REPORT_DIR = Path(__file__).parent
 FITTED_NOTES = (
@@ -68,6 +74,16 @@ def render_markdown(hw: str, rows: Sequence[Comparison]) -> str:
         out = f"{left_out[name]:.1f}" if name in left_out else "-"
         lines.append(f"| {name} | {int(s['rows'])} | {int(s['held_out_rows'])} | {_pct(s, 'median_abs_pct')} "
                      f"| {_pct(s, 'p90_abs_pct')} | {signed} | {_pct(b, 'median_abs_pct')} | {was} | {out} |")
+    grid = heldout_summary(hw)
+    lines += ["", "## Held-out grid", "",
+              f"{grid['rows']} rows drawn by a seeded sampler over the catalog's shapes (`validation/heldout.py`), "
+              "measured once on the same GPU, never used to fit or choose anything. Over every row: median abs "
+              f"error {_pct(grid, 'all_rows_median_abs_pct')} %, p90 {_pct(grid, 'all_rows_p90_abs_pct')} %.", "",
+              "| family | rows | median abs error % | p90 abs error % | median signed error % |",
+              "| --- | ---: | ---: | ---: | ---: |"]
+    for f in grid["families"]:
+        lines.append(f"| {f['family']} | {f['rows']} | {_pct(f, 'median_abs_pct')} | {_pct(f, 'p90_abs_pct')} "
+                     f"| {f['median_signed_pct']:+.1f} |")
     lines += ["", "## Design changes: pairs of rows that differ in one knob", "",
               "The measured ratio is the changed row's time over the reference row's (below 1: the change is a "
               "speed-up); the ratio error is predicted ratio / measured ratio - 1; right sign: both ratios on the "

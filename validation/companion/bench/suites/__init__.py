@@ -2,6 +2,10 @@
 
     python -m validation.companion.bench suites --suite all --out DIR      # DIR defaults to $OUT
     python -m validation.companion.bench suites --suite gemm --list        # the planned cases, no GPU needed
+    python -m validation.companion.bench suites --suite all --grid heldout --out DIR   # <suite>_heldout.csv
+
+`--grid heldout` times the held-out grid (`validation.heldout`: a seeded draw over the catalog's shapes) of the
+suites that have one, instead of the planned cases.
 
 The cases, their exact FLOP and minimal HBM byte counts (counted before anything is timed) and the CSV
 columns come from the product side (`validation.suites`). Each suite's timing and correctness checks are
@@ -56,13 +60,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--suite", action="append", required=True, choices=[*suites.NAMES, "all"], help="repeatable")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: $OUT)")
     parser.add_argument("--list", action="store_true", help="print the planned cases and their counts; no GPU")
+    parser.add_argument("--grid", choices=["planned", "heldout"], default="planned",
+                        help="planned: each suite's own cases (default); heldout: its held-out draw")
+
+
+def _cases(suite: str, grid: str) -> list:
+    from validation import heldout
+
+    return heldout.cases(suite) if grid == "heldout" else list(suites.cases(suite))
 
 
 def run(args: argparse.Namespace) -> int:
+    from validation import heldout
+
     names = suites.expand(args.suite)
+    if args.grid == "heldout":
+        names = [n for n in names if n in heldout.SUITES]
     if args.list:
         for suite in names:
-            for case in suites.cases(suite):
+            for case in _cases(suite, args.grid):
                 print(suite, suites.case_row(case))
         return 0
     started = start_timing(args.out, "bench suites")
@@ -74,9 +90,9 @@ def run(args: argparse.Namespace) -> int:
     failures: list[str] = []
     tables = []
     for suite in names:
-        rows, suite_failures = run_suite(suite, suites.cases(suite), env)
+        rows, suite_failures = run_suite(suite, _cases(suite, args.grid), env)
         failures += [f"{suite}: {f}" for f in suite_failures]
-        path = out / f"{suite}.csv"
+        path = out / (heldout.csv_name(suite) if args.grid == "heldout" else f"{suite}.csv")
         write_csv_atomic(path, suites.columns(suite), rows)
         print(f"wrote {path} ({len(rows)} rows); nvidia-smi: {timing.smi_clocks()}", flush=True)
         tables.append(format_table(suite, rows))

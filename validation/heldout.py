@@ -1,0 +1,158 @@
+"""The held-out grid: a second set of cases per suite, drawn by a seeded sampler over the shapes the catalog's models
+produce, measured like the planned grid and reported apart (`infersim validate`'s "held-out grid").
+
+The planned grids (`validation.suites.<suite>.cases`) are the shapes each family was built and checked on. A figure
+that holds only there says little of a shape a user brings, so this grid is drawn once, from a fixed seed, over what
+the catalog produces: the dense projections of every catalog model at TP 1, 2, 4 and 8 for 1 to 16,384 tokens
+(`workloads.layers.build_step`, the engine's own shapes), MLA decode for 1 to 64 sequences of 1K to 128K tokens at
+the heads a catalog model has per GPU, KDA decode and verify for the Kimi K3 heads per GPU, add+RMSNorm at the
+catalog's hidden sizes, and the codecs from 1 to 256 MiB. It is measured as `<suite>_heldout.csv` beside the
+planned CSVs (`python -m validation.companion.bench suites --grid heldout`); no constant is fitted to it.
+
+Only configurations whose code was compiled (`compiled/data/h200.csv`) are drawn for the companion kernels: the
+sampler varies the shapes a user varies, not the kernel's compiled tiles.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+SEED = 20261202  # the draw is fixed: the same grid every time it is planned
+COUNTS = {"gemm": 24, "mla_decode": 16, "kda": 16, "norm": 12, "codec": 12}
+SUITES = tuple(COUNTS)
+MIB = 1 << 20
+
+
+def _log_int(rng: np.random.Generator, low: int, high: int) -> int:
+    """A whole number drawn log-uniformly from [low, high]."""
+    return round(math.exp(rng.uniform(math.log(low), math.log(high))))
+
+
+def _gemm_shapes() -> list[tuple[str, int, int, str]]:
+    """(model, n, k, dtype) of every dense projection of every catalog model at TP 1, 2, 4, 8."""
+    from hwmodels.spec import load_gpu
+    from workloads.deployment import Deployment
+    from workloads.kernels import Gemm
+    from workloads.layers import build_step
+    from workloads.model import load_model, model_names
+    from workloads.step import Batch, PrefillChunk
+
+    gpu = load_gpu("h200")
+    shapes = set()
+    for name in model_names():
+        model = load_model(name)
+        for tp in (1, 2, 4, 8):
+            try:
+                deployment = Deployment(model, gpu, tp=tp)
+            except ValueError:  # this TP does not divide the model's heads
+                continue
+            plan = build_step(Batch(prefills=(PrefillChunk(64, 0),)), deployment)
+            for item in plan.kernels:
+                kernel = item.kernel
+                if isinstance(kernel, Gemm) and kernel.m == 64:  # the projections (the LM head's m is the samples)
+                    shapes.add((name, kernel.n, kernel.k, kernel.dtype.value))
+    return sorted(shapes)
+
+
+def gemm_cases(count: int, rng: np.random.Generator) -> list:
+    from validation.suites import BF16, EAGER, FP8, GRAPH
+    from validation.suites.gemm import GEMM_OPS_PER_GRAPH, GemmCase
+
+    shapes = _gemm_shapes()
+    out = []
+    for _ in range(count):
+        _, n, k, dtype = shapes[int(rng.integers(len(shapes)))]
+        m = _log_int(rng, 1, 16384)
+        torch_dtype, kernel = (FP8, "torch_scaled_mm") if dtype == "fp8" else (BF16, "torch_matmul")
+        decode = m <= 256  # decode batches replay captured graphs; prefill GEMMs run eagerly
+        out.append(GemmCase(kernel, torch_dtype, m, n, k, GRAPH if decode else EAGER,
+                            GEMM_OPS_PER_GRAPH if decode else 1))
+    return out
+
+
+def mla_decode_cases(count: int, rng: np.random.Generator) -> list:
+    from validation.suites.mla_decode import BLOCK_N, PAD_HEADS_TO, MlaDecodeCase
+
+    out = []
+    while len(out) < count:
+        # heads per GPU: Kimi K3 at TP8 (12), DeepSeek-V3 at TP8 (16) and TP4 (32)
+        heads = int(rng.choice((12, 16, 32)))
+        splits = int(rng.choice((1, 4, 16)))
+        context = _log_int(rng, 1024, 131072)
+        seqs = _log_int(rng, 1, 64 if context <= 32768 else 16)
+        pad = PAD_HEADS_TO if heads == 12 and rng.random() < 0.3 else 0
+        if context >= splits * BLOCK_N:
+            out.append(MlaDecodeCase(seqs, context, splits, pad, heads=heads))
+    return out
+
+
+def kda_cases(count: int, rng: np.random.Generator) -> list:
+    from validation.suites.kda import DECODE, RECURRENT_WARPS, VERIFY, KdaCase
+
+    out = []
+    for _ in range(count):
+        heads = int(rng.choice((12, 24, 48)))  # Kimi K3's 96 KDA heads at TP 8, 4, 2
+        seqs = _log_int(rng, 1, 128)
+        if rng.random() < 0.4:
+            out.append(KdaCase(DECODE, seqs, 1, int(rng.choice((16, 32))), RECURRENT_WARPS, heads=heads))
+        else:
+            positions = int(rng.integers(2, 9))  # 1 to 7 draft tokens and the bonus position
+            out.append(KdaCase(VERIFY, seqs, positions, int(rng.choice((4, 8, 16, 32))), RECURRENT_WARPS,
+                               store_states=bool(rng.random() < 0.5), heads=heads))
+    return out
+
+
+def norm_cases(count: int, rng: np.random.Generator) -> list:
+    from validation.suites import EAGER, GRAPH
+    from validation.suites.norm import DECODE_MAX_TOKENS, FUSED, GRAPH_MIN_OPS, PLANNED_L2_BYTES, UNFUSED, NormCase
+
+    out = []
+    for _ in range(count):
+        hidden = int(rng.choice((3072, 4096, 5120, 7168, 8192)))  # the catalog's hidden sizes
+        tokens = _log_int(rng, 1, 16384)
+        kernel = FUSED if rng.random() < 0.5 else UNFUSED
+        if tokens <= DECODE_MAX_TOKENS:
+            probe = NormCase(kernel, tokens, hidden, GRAPH, 1)
+            out.append(NormCase(kernel, tokens, hidden, GRAPH, max(GRAPH_MIN_OPS, probe.sets_needed(PLANNED_L2_BYTES))))
+        else:
+            out.append(NormCase(kernel, tokens, hidden, EAGER, 1))
+    return out
+
+
+def codec_cases(count: int, rng: np.random.Generator) -> list:
+    from validation.suites.codec import CODECS, DEQUANTIZE, QUANTIZE, _case
+
+    out = []
+    for _ in range(count):
+        values = _log_int(rng, MIB // 2, 128 * MIB) // 2048 * 2048  # fp16 values, whole codec tiles
+        out.append(_case(QUANTIZE if rng.random() < 0.5 else DEQUANTIZE, str(rng.choice(CODECS)), values))
+    return out
+
+
+SAMPLERS = {"gemm": gemm_cases, "mla_decode": mla_decode_cases, "kda": kda_cases, "norm": norm_cases,
+            "codec": codec_cases}
+
+
+def cases(suite: str, seed: int = SEED) -> list:
+    """The held-out cases of one suite, the same on every call; the suites without one get none."""
+    if suite not in SAMPLERS:
+        return []
+    rng = np.random.default_rng([seed, SUITES.index(suite)])
+    drawn = list(dict.fromkeys(SAMPLERS[suite](COUNTS[suite], rng)))  # a repeated draw is measured once
+    planned = set(planned_overlap(suite, drawn))
+    return [c for c in drawn if c not in planned]  # a draw that is a planned case is not held out
+
+
+def csv_name(suite: str) -> str:
+    return f"{suite}_heldout.csv"
+
+
+def planned_overlap(suite: str, drawn: Sequence) -> list:
+    """The drawn cases that are also planned cases (a held-out grid should hold none)."""
+    from validation import suites
+
+    planned = set(suites.cases(suite))
+    return [c for c in drawn if c in planned]
