@@ -72,10 +72,11 @@ def compare_heldout(hw: str) -> list[Comparison]:
     from validation import heldout
 
     rows = []
-    for suite in heldout.SUITES:
-        path = DATA_DIR / hw / heldout.csv_name(suite)
-        if path.exists():
-            rows += compare_suite(path, hw, suite)
+    for draw in heldout.DRAWS:
+        for suite in heldout.SUITES:
+            path = DATA_DIR / hw / heldout.csv_name(suite, draw)
+            if path.exists():
+                rows += compare_suite(path, hw, suite)
     return rows
 
 

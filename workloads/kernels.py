@@ -95,9 +95,14 @@ class Gemm(KernelKind):
     stages: int = 2  # pipeline stages resident in LDS at once (2 x 32 KiB fits the 64 KiB of CDNA3)
     threads: int = 256  # threads per workgroup
     split_k: int = 1  # reduction splits (skinny GEMMs fill the GPU this way); > 1 adds fp32 partial sums
+    # output tiles whose k loop is split (stream-K's region: the tiles of the last waves, the rest data-parallel);
+    # 0: every tile (split-K)
+    split_tiles: int = 0
 
     def __post_init__(self) -> None:
         check_ints(self, ("m", "n", "k", "tile_m", "tile_n", "tile_k", "stages", "threads", "split_k"))
+        if isinstance(self.split_tiles, bool) or not isinstance(self.split_tiles, int) or self.split_tiles < 0:
+            raise ValueError(f"split_tiles must be a whole number >= 0 (0: every tile), got {self.split_tiles!r}")
         coerce(self, "dtype", Dtype)
         coerce(self, "out_dtype", Dtype)
         if self.split_k > self.k:
@@ -106,12 +111,14 @@ class Gemm(KernelKind):
     def launches(self) -> tuple[Work, ...]:
         """One launch over ceil(m/tile_m) x ceil(n/tile_n) output tiles, each split split_k ways over k.
 
-        With split_k > 1 every split writes an fp32 partial C tile and the last reads them back to sum
-        (stream-K / split-K fix-up in one launch): 2 x split_k x m x n x 4 extra bytes.
+        With split_k > 1 every split of a split tile writes an fp32 partial C tile and the last reads them back to
+        sum (the fix-up, in one launch): 2 x split_k x 4 bytes per value of the split tiles, all of C under split-K,
+        `split_tiles` of them under stream-K's hybrid (the data-parallel tiles write C once).
         """
         m, n, k, splits = self.m, self.n, self.k, self.split_k
         rows, cols, depth = min(m, self.tile_m), min(n, self.tile_n), cdiv(k, splits)
-        partials = 2 * splits * m * n * 4 if splits > 1 else 0
+        split_values = m * n if not self.split_tiles else min(m * n, self.split_tiles * self.tile_m * self.tile_n)
+        partials = 2 * splits * split_values * 4 if splits > 1 else 0
         figures = _tile_figures(rows, cols, depth, min(self.tile_m, cdiv(m, _MMA_ROWS) * _MMA_ROWS),
                                 cdiv(n, self.tile_n) * splits, self.dtype, self.out_dtype)
         return (

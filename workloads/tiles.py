@@ -392,7 +392,7 @@ MAX_STAGES = 8
 EPILOGUE_LDS_BYTES = 16 * 1024  # assumption: the epilogue's staging buffer that the carveout leaves
 MIN_SPLIT_DEPTH = 256  # k per split at least
 MAX_BALANCE_SPLIT = 4  # splits tried to even out the last wave (stream-K / split-K balancing)
-_SHAPED_FIELDS = (*_GEMM_FIELDS, "split_k")
+_SHAPED_FIELDS = (*_GEMM_FIELDS, "split_k", "split_tiles")
 
 
 def gemm_config(gpu: GPU, m: int, n: int, k: int, dtype: Dtype = Dtype.BF16,
@@ -408,7 +408,9 @@ def gemm_config(gpu: GPU, m: int, n: int, k: int, dtype: Dtype = Dtype.BF16,
       of k per split). Assumption: hipBLASLt and cuBLAS heuristics pick split-K or stream-K for such shapes.
     - Otherwise, when the last wave would leave many CUs idle, the split of 1..4 with the fullest waves
       (cuBLAS on Hopper balances such grids with stream-K [S61]; a split-K that evens the waves is its
-      tile-granular approximation).
+      tile-granular approximation). Only the tiles of stream-K's region are split and pay a fix-up: in [S61]'s
+      data-parallel + two-tile stream-K hybrid, the last partial wave's tiles and one full wave's (`split_tiles`);
+      the rest run data-parallel and write C once.
     """
     held = tuple(sorted(_pinned(pinned, _SHAPED_FIELDS).items()))
     return _gemm_shaped(_limits(gpu), int(m), int(n), int(k), Dtype(dtype), held)
@@ -431,14 +433,19 @@ def _gemm_shaped(limits: _Limits, m: int, n: int, k: int, dtype: Dtype,
         if stages != tile["stages"]:
             changed.append(f"{stages} stages fill the LDS after the epilogue")
         tile["stages"] = stages
-    split = held.get("split_k", 1)
+    split, split_tiles = held.get("split_k", 1), held.get("split_tiles", 0)
+    output_tiles = -(-m // tile["tile_m"]) * -(-n // tile["tile_n"])
     if "split_k" not in held:
-        split, why = _split(limits.compute_units, -(-m // tile["tile_m"]) * -(-n // tile["tile_n"]), k)
+        split, why = _split(limits.compute_units, output_tiles, k)
         if split > 1:
             changed.append(why)
+        if split > 1 and output_tiles >= limits.compute_units and "split_tiles" not in held:
+            # stream-K's region: the last partial wave and one full wave of tiles; the rest data-parallel
+            split_tiles = min(output_tiles, output_tiles % limits.compute_units + limits.compute_units)
     kernel = Gemm(m=1, n=1, k=split, dtype=dtype, split_k=split, **tile)
     reason = library.why + (f"; {'; '.join(changed)}" if changed else "")
-    return TileConfig(Gemm.kind, limits.name, limits.family, (*tile.items(), ("split_k", split)), _lds(kernel),
+    return TileConfig(Gemm.kind, limits.name, limits.family,
+                      (*tile.items(), ("split_k", split), ("split_tiles", split_tiles)), _lds(kernel),
                       limits.lds_bytes, -(-tile["tile_m"] * tile["tile_n"] // tile["threads"]), reason)
 
 

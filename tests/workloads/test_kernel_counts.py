@@ -418,3 +418,16 @@ def test_kda_prefill_non_decreasing(tokens, chunk, grouped, key_dim, value_dim, 
     kwargs = {"seqs": 1, "tokens": tokens, "heads": 2, "key_dim": key_dim, "value_dim": value_dim,
               "chunk": chunk, "grouped_scan": grouped}
     assert_non_decreasing(KdaPrefill, kwargs, "tokens", step)
+
+
+def test_a_stream_k_region_pays_the_fix_up_of_its_own_tiles_only():
+    from workloads.kernels import Gemm
+
+    plain = Gemm(m=512, n=512, k=1024, tile_m=128, tile_n=128).launches()[0]
+    split_k = Gemm(m=512, n=512, k=1024, tile_m=128, tile_n=128, split_k=2).launches()[0]
+    region = Gemm(m=512, n=512, k=1024, tile_m=128, tile_n=128, split_k=2, split_tiles=3).launches()[0]
+    # split-K: every value of C written and read back in fp32 by each of its 2 splits
+    assert split_k.bytes - plain.bytes == 2 * 2 * 512 * 512 * 4
+    # stream-K's region of 3 tiles: only their values
+    assert region.bytes - plain.bytes == 2 * 2 * 3 * 128 * 128 * 4
+    assert region.flop == plain.flop == 2 * 512 * 512 * 1024

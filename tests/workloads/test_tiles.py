@@ -132,3 +132,14 @@ def test_step_command_reports_tiles_per_kernel(capsys):
     assert {"gqa.prefill_attention", "gqa.decode_attention", "gqa.o_proj", "moe.routed_up"} <= set(tiles)
     assert all(t["lds_bytes"] <= t["lds_limit_bytes"] for t in tiles.values())
     assert result["step_time_s"] > 0
+
+
+def test_a_wave_balancing_split_is_stream_k_over_the_last_waves_only():
+    from hwmodels.spec import load_gpu
+    from workloads.tiles import gemm_config
+
+    h200 = load_gpu("h200")  # 132 SMs
+    fields = gemm_config(h200, 2560, 8192, 1024).fields  # 20 x 64 = 1280 tiles of 128 x 128: 9.7 waves
+    assert fields["split_k"] > 1 and fields["split_tiles"] == 1280 % 132 + 132
+    skinny = gemm_config(h200, 16, 4096, 4096).fields  # 64 tiles for 132 SMs: split-K over every tile
+    assert skinny["split_k"] > 1 and skinny["split_tiles"] == 0

@@ -62,12 +62,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--list", action="store_true", help="print the planned cases and their counts; no GPU")
     parser.add_argument("--grid", choices=["planned", "heldout"], default="planned",
                         help="planned: each suite's own cases (default); heldout: its held-out draw")
+    parser.add_argument("--draw", type=int, default=1, help="with --grid heldout: which draw (validation.heldout)")
 
 
-def _cases(suite: str, grid: str) -> list:
+def _cases(suite: str, grid: str, draw: int = 1) -> list:
     from validation import heldout
 
-    return heldout.cases(suite) if grid == "heldout" else list(suites.cases(suite))
+    return heldout.cases(suite, draw=draw) if grid == "heldout" else list(suites.cases(suite))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -78,7 +79,7 @@ def run(args: argparse.Namespace) -> int:
         names = [n for n in names if n in heldout.SUITES]
     if args.list:
         for suite in names:
-            for case in _cases(suite, args.grid):
+            for case in _cases(suite, args.grid, args.draw):
                 print(suite, suites.case_row(case))
         return 0
     started = start_timing(args.out, "bench suites")
@@ -90,9 +91,9 @@ def run(args: argparse.Namespace) -> int:
     failures: list[str] = []
     tables = []
     for suite in names:
-        rows, suite_failures = run_suite(suite, _cases(suite, args.grid), env)
+        rows, suite_failures = run_suite(suite, _cases(suite, args.grid, args.draw), env)
         failures += [f"{suite}: {f}" for f in suite_failures]
-        path = out / (heldout.csv_name(suite) if args.grid == "heldout" else f"{suite}.csv")
+        path = out / (heldout.csv_name(suite, args.draw) if args.grid == "heldout" else f"{suite}.csv")
         write_csv_atomic(path, suites.columns(suite), rows)
         print(f"wrote {path} ({len(rows)} rows); nvidia-smi: {timing.smi_clocks()}", flush=True)
         tables.append(format_table(suite, rows))
