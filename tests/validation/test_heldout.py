@@ -19,14 +19,15 @@ def test_the_draw_is_fixed_and_held_out(suite):
     assert heldout.cases(suite, seed=heldout.SEED + 1) != drawn  # the seed, not a list, chose them
 
 
+@pytest.mark.parametrize("draw", heldout.DRAWS)
 @pytest.mark.parametrize("suite", heldout.SUITES)
-def test_the_recorded_csv_is_the_draw(suite):
-    path = DATA_DIR / "h200" / heldout.csv_name(suite)
+def test_the_recorded_csv_is_the_draw(suite, draw):
+    path = DATA_DIR / "h200" / heldout.csv_name(suite, draw)
     with path.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     shape = suites.shape_columns(suite)
     planned = {tuple("" if suites.case_row(c)[k] is None else str(suites.case_row(c)[k]) for k in ("kernel", *shape))
-               for c in heldout.cases(suite)}
+               for c in heldout.cases(suite, draw=draw)}
     recorded = {tuple(str(r[k]) for k in ("kernel", *shape)) for r in rows}
     assert recorded == planned
 
