@@ -79,11 +79,18 @@ def read_at_most(stream: BinaryIO, limit_bytes: int) -> bytes:
     return b"".join(chunks)
 
 
+def too_large(path: str | os.PathLike, limit_bytes: int) -> FileTooLarge:
+    return FileTooLarge(errno.EFBIG, f"holds more than {limit_bytes} bytes, the most this reader takes",
+                        os.fspath(path))
+
+
 def read_regular(path: str | os.PathLike, limit_bytes: int) -> bytes:
-    """A regular file's bytes; a FileTooLarge when it holds more than `limit_bytes`, counted as read."""
+    """A regular file's bytes; a FileTooLarge when it holds more than `limit_bytes`: at once when its size says
+    so (a regular file's size is known), else when as many were read (a file that grows while it is read)."""
     with open_regular(path) as stream:
+        if os.fstat(stream.fileno()).st_size > limit_bytes:
+            raise too_large(path, limit_bytes)
         data = read_at_most(stream, limit_bytes)
     if len(data) > limit_bytes:
-        raise FileTooLarge(errno.EFBIG, f"holds more than {limit_bytes} bytes, the most this reader takes",
-                           os.fspath(path))
+        raise too_large(path, limit_bytes)
     return data

@@ -212,3 +212,13 @@ def test_the_input_reader_counts_bytes_read_not_the_size_stat_reports(tmp_path):
     assert read_regular(path, 1000) == b"x" * 1000
     with pytest.raises(FileTooLarge):
         read_regular(path, 999)
+
+
+def test_a_regular_file_larger_than_its_reader_takes_is_refused_unread(tmp_path):
+    from hwmodels.input_files import FileTooLarge, read_regular
+
+    sparse = tmp_path / "sparse"
+    with sparse.open("wb") as handle:  # 1 GiB that takes no disk: its size alone refuses it
+        handle.truncate(1 << 30)
+    with pytest.raises(FileTooLarge, match="holds more than 1000 bytes"):
+        read_regular(sparse, 1000)

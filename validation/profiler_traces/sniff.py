@@ -55,6 +55,9 @@ def read_trace(path: str | os.PathLike, format: str | None = None) -> Trace:
 def _read(name: str, format: str | None) -> Trace:
     """Open, sniff and read one file (a regular file only: a pipe or a device is refused before it is read)."""
     with open_regular(name) as handle:
+        size = os.fstat(handle.fileno()).st_size  # a regular file's size is known: refuse a huge one unread
+        if size > MAX_TRACE_BYTES:
+            raise fail(name, f"is {size} bytes, more than the {MAX_TRACE_BYTES} this reader takes")
         head = handle.read(len(SQLITE_MAGIC))
         if head.startswith(SQLITE_MAGIC):
             return _read_sqlite(name, name, format)
