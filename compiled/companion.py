@@ -1,7 +1,8 @@
 """Which product kernels are a companion Triton kernel as compiled, and what its compiled code says of them.
 
 The companion kernel extension (`validation/companion/kernels/`) implements MLA decode and its merge, the KDA
-prefill (intra-chunk substitution and chunk scan), decode and verify recurrences, and the QuickReduce codecs. Their
+prefill (intra-chunk substitution and chunk scan), decode and verify recurrences, the QuickReduce codecs, and the
+quantized all-reduce's three persistent kernels (`workloads/quickreduce_kernels.py`). Their
 code compiled for a GPU is counted into `compiled/data/<gpu>.csv` and `<gpu>_timing.json`, one row per kernel and
 compiled configuration. A product kernel whose fields are that kernel's tiles, warps and datatypes, at a
 configuration that was compiled, is timed from that code (`Compiled`); any other is timed from its kind's analytic
@@ -19,6 +20,7 @@ from workloads.attention_kernels import MlaDecode
 from workloads.kda_kernels import KdaDecode, KdaPrefill, KdaVerify
 from workloads.kernel_base import KernelKind, cdiv
 from workloads.kernels import Dequantize, Quantize
+from workloads.quickreduce_kernels import QrGather, QrReduce, QrScatter
 
 # The companion MLA decode kernel's tiles (validation/companion/kernels/mla_decode.py: BLOCK_H 16 query heads, BLOCK_N
 # 32 latent rows, 4 warps) and the latent widths it was compiled for (DeepSeek-V3/Kimi's 512 + 64), in bf16.
@@ -76,6 +78,26 @@ def _codec_entries(kernel: Quantize | Dequantize) -> list[Entry | None]:
     return [(name, kernel.codec.value, 0)]
 
 
+# The quantized all-reduce's port kernels and their compiled names (validation/companion/kernels/allreduce.py)
+PORT_KERNELS = {QrScatter: "qr_scatter", QrReduce: "qr_reduce", QrGather: "qr_gather"}
+
+
+def _port_kernel(kernel: QrScatter | QrReduce | QrGather, gpu_name: str) -> Compiled | None:
+    """A persistent port kernel told its compiled code: each program issues the tile loop's body once per tile it
+    owns (`per_thread` = (0, per tile)); left out is each program's prologue (the flag waits and releases, 77-210
+    instructions a thread, run once by each of at most 1024 programs: under a microsecond of issue over the GPU)."""
+    name, config = PORT_KERNELS[type(kernel)], kernel.codec.value
+    if not has_counts(gpu_name, name, config) or kernel.threads != 32 * warps_of(gpu_name, name, config):
+        return None
+    _, per_tile = per_thread(gpu_name, name, config)
+    _, registers = compiled(gpu_name, name, config)
+    _, trip_cycles, _, trip_loads, by_warps, _ = cycles_of(gpu_name, name, config)  # per tile, no prologue
+    (work,) = kernel.launches()
+    warps = warps_of(gpu_name, name, config)
+    return Compiled(kernel, (work.program.trips * per_tile * warps,), (registers,), ((0, per_tile),),
+                    ((0.0, trip_cycles, 0.0, trip_loads, by_warps),))
+
+
 ENTRIES: dict[type, Callable[..., list[Entry | None] | None]] = {
     MlaDecode: _mla_entries, KdaPrefill: _kda_prefill_entries, KdaDecode: _kda_decode_entries,
     KdaVerify: _kda_verify_entries, Quantize: _codec_entries, Dequantize: _codec_entries,
@@ -85,6 +107,8 @@ ENTRIES: dict[type, Callable[..., list[Entry | None] | None]] = {
 def compiled_kernel(kernel: KernelKind, gpu_name: str) -> Compiled | None:
     """`kernel` told its compiled code on `gpu_name`, when it is a companion kernel at a compiled configuration
     (the same threads as compiled, every launch counted); None when it is timed from its analytic program."""
+    if type(kernel) in PORT_KERNELS:
+        return _port_kernel(kernel, gpu_name) if has_counts(gpu_name) else None  # type: ignore[arg-type]
     entries_of = ENTRIES.get(type(kernel))
     if entries_of is None or not has_counts(gpu_name):
         return None

@@ -14,10 +14,11 @@ compute in one launch, so they overlap), plus one synchronization (the route's l
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, replace
 from enum import Enum
 
+from compiled.launch_time import launch_works
 from hwmodels.calibration import Calibration
 from hwmodels.interconnect import Fabric, Transfer, gpu_node, transfer_finish_s
 from hwmodels.library import CollectiveLibrary
@@ -27,6 +28,7 @@ from workloads.codecs import Codec
 from workloads.collectives import CollectiveOp
 from workloads.kernel_base import KernelKind
 from workloads.kernels import Dequantize, Elementwise, Quantize
+from workloads.quickreduce_kernels import QrGather, QrReduce, QrScatter
 
 VALUE_BYTES = 2  # fp16 / bf16 activations
 # vLLM's custom all-reduce (csrc/custom_all_reduce.cuh [S62]): at most 36 blocks of 512 threads, each thread
@@ -98,8 +100,11 @@ def _all_to_peers(n: int, size_each: float) -> tuple[Transfer, ...]:
 
 
 def allreduce_phases(algorithm: Algorithm, size_bytes: float, n: int, fabric: Fabric,
-                     codec: Codec = Codec.FP) -> list[Phase]:
-    """The phases of one all-reduce of `size_bytes` over ranks 0..n-1."""
+                     codec: Codec = Codec.FP, port_kernels: bool = False) -> list[Phase]:
+    """The phases of one all-reduce of `size_bytes` over ranks 0..n-1. `port_kernels`: QuickReduce runs as the
+    Triton port's three persistent kernels (`workloads/quickreduce_kernels.py`, the implementation on NVIDIA GPUs);
+    otherwise as one codec kernel a tile, the reduce decoding then encoding (vLLM's ROCm kernels, whose own grid
+    and tiles are not modelled yet)."""
     values = int(size_bytes // VALUE_BYTES)
     slice_bytes = size_bytes / n
     if algorithm is Algorithm.RING:
@@ -119,6 +124,14 @@ def allreduce_phases(algorithm: Algorithm, size_bytes: float, n: int, fabric: Fa
     slice_values = max(1, values // n)
     # Three launches; each waits for its peers' flags (a zero-byte flow: the route's latency), and the
     # last one reads what the peers' reduce kernels wrote into this rank's buffer.
+    if port_kernels:
+        return [
+            Phase("quantize + scatter", _all_to_peers(n, wire), (QrScatter(max(1, values), codec, n),),
+                  own_launch=True),
+            Phase("reduce + requantize + gather", _all_to_peers(n, wire), (QrReduce(slice_values, codec, n),),
+                  own_launch=True),
+            Phase("dequantize", _all_to_peers(n, 0), (QrGather(max(1, values), codec, n),), own_launch=True),
+        ]
     return [
         Phase("quantize + scatter", _all_to_peers(n, wire),
               (Quantize(values=max(1, values), codec=codec),), own_launch=True),
@@ -170,40 +183,31 @@ def peer_loads_s(phase: Phase, fabric: Fabric) -> float:
 
 
 def _busy_s(kernels: Sequence[KernelKind], gpu: GPU, calib: Calibration, mode: LaunchMode, launch_s: float) -> float:
-    """Seconds the kernels keep the GPU busy, back to back, without their launch overheads."""
-    launched = [w for k in kernels for w in k.launches()]
+    """Seconds the kernels keep the GPU busy, back to back, without their launch overheads (each launch as every
+    command times it: `compiled.launch_time`)."""
+    launched = [w for k in kernels for w in launch_works(k, gpu)]
     return launches_time_s(launched, gpu, calib, mode) - len(launched) * launch_s
 
 
 def _first_tile(kernel: KernelKind) -> KernelKind:
-    """The kernel over one codec tile: what must be ready before the first bytes can leave."""
-    if isinstance(kernel, Quantize):
+    """The kernel over one codec tile: what must be ready before the first bytes can leave. The port's reduce
+    decodes nothing of its own first: its first tile is one encoded output tile."""
+    if isinstance(kernel, Quantize | QrScatter | QrReduce | QrGather):
         return replace(kernel, values=min(kernel.values, kernel.codec.tile_values))
     return kernel
 
 
-# Maps a phase's kernel to the kernel that is timed in its place (e.g. a validation's compiled counts).
-KernelAs = Callable[[Phase, KernelKind], KernelKind]
-
-
 def phases_time(phases: Sequence[Phase], algorithm: Algorithm, fabric: Fabric, gpu: GPU, calib: Calibration,
-                mode: LaunchMode, kernel_as: KernelAs | None = None) -> CollectiveTime:
-    """Seconds of the phases on `fabric`: each the slower of its transfers and kernels, plus one launch.
-
-    `kernel_as(phase, kernel)`, when given, replaces each phase kernel before it is timed (the transfers stay).
-    """
+                mode: LaunchMode) -> CollectiveTime:
+    """Seconds of the phases on `fabric`: each the slower of its transfers and kernels, plus one launch."""
     timed = []
     launch = launch_overhead_s(gpu, calib, mode)
-
-    def timed_as(phase: Phase, kernels: Sequence[KernelKind]) -> tuple[KernelKind, ...]:
-        return tuple(kernels) if kernel_as is None else tuple(kernel_as(phase, k) for k in kernels)
-
     for phase in phases:
-        kernel_s = _busy_s(timed_as(phase, phase.kernels), gpu, calib, mode, launch)
+        kernel_s = _busy_s(phase.kernels, gpu, calib, mode, launch)
         if phase.own_launch:
             # the first tile is loaded and encoded before anything is sent, and after its last store the
             # kernel fences its peer writes (a round trip on the route) before it raises the flags
-            lead_s = _busy_s(timed_as(phase, [_first_tile(k) for k in phase.kernels]), gpu, calib, mode, launch)
+            lead_s = _busy_s([_first_tile(k) for k in phase.kernels], gpu, calib, mode, launch)
             transfers = tuple(replace(t, start_s=lead_s) for t in phase.transfers)
             fence_s = max((sum(link.latency_s for link in fabric.route(t.src, t.dst)) for t in transfers), default=0.0)
             link_s = max(transfer_finish_s(fabric, transfers), default=0.0) + fence_s

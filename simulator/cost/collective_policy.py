@@ -21,7 +21,6 @@ from hwmodels.spec import GPU, Topology, Vendor
 from simulator.cost.collective_algorithms import (
     Algorithm,
     CollectiveTime,
-    KernelAs,
     allreduce_phases,
     gather_phases,
     phases_time,
@@ -74,12 +73,8 @@ def select_allreduce(size_bytes: float, world: int, gpu: GPU, fabric: Fabric,
 
 def collective_time(collective: Collective, fabric: Fabric, gpu: GPU, calib: Calibration, *,
                     mode: LaunchMode = LaunchMode.GRAPH, algorithm: Algorithm | None = None,
-                    codec: Codec | None = None, quickreduce: Codec | None = None,
-                    kernel_as: KernelAs | None = None) -> CollectiveTime:
-    """Time of one collective; an all-reduce without an algorithm gets the engine's choice.
-
-    `kernel_as` maps each phase kernel before it is timed (`phases_time`); a ring has none to map.
-    """
+                    codec: Codec | None = None, quickreduce: Codec | None = None) -> CollectiveTime:
+    """Time of one collective; an all-reduce without an algorithm gets the engine's choice."""
     n, size = collective.group_size, collective.payload_bytes
     if n > fabric.gpus:
         raise ValueError(f"a group of {n} ranks does not fit on {fabric.name} ({fabric.gpus} GPUs)")
@@ -90,7 +85,8 @@ def collective_time(collective: Collective, fabric: Fabric, gpu: GPU, calib: Cal
     if algorithm is Algorithm.RING and collective.op is not CollectiveOp.ALL_TO_ALL:
         return ring_time(collective.op, size, n, fabric, load_library(fabric.name), launch_overhead_s(gpu, calib, mode))
     if collective.op is CollectiveOp.ALL_REDUCE:
-        phases = allreduce_phases(algorithm, size, n, fabric, codec or Codec.FP)
+        phases = allreduce_phases(algorithm, size, n, fabric, codec or Codec.FP,
+                                  port_kernels=gpu.vendor is Vendor.NVIDIA)
     else:
         phases = gather_phases(collective.op, size, n, fabric)
-    return phases_time(phases, algorithm, fabric, gpu, calib, mode, kernel_as=kernel_as)
+    return phases_time(phases, algorithm, fabric, gpu, calib, mode)

@@ -20,7 +20,8 @@ from workloads.kernels import KERNEL_KINDS
 
 HW = "h200"
 # Families validation prices through kernels of its own (not the product's kinds), so no command can be asked the
-# same question; the two-GPU collective rows (validation/collective_report.py) are not suite rows and are not here.
+# same question; the two-GPU collective rows are not suite rows (test_collective_quickreduce.py holds them to
+# `infersim collective`).
 NOT_YET_ONE_MODEL = {
     "copy",  # a grid-stride wrapper of validation's own for grids smaller than the copy's blocks
     "launch eager", "launch graph",  # validation's own empty and in-place kernels
