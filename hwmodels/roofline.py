@@ -205,13 +205,18 @@ def default_program(work: Work, gpu: GPU) -> Program:
     Its instructions, when counted, are issued once (they are spread over the trips in reality, but a
     streaming kernel's trips are few); kernels with loops, pipelines or dependent chains state their own.
     """
+    return stream_program(work, -(-work.threads_per_workgroup // gpu.wave_size))
+
+
+def stream_program(work: Work, warps: int = 1, grid_stride: bool = False) -> Program:
+    """`default_program` for a workgroup of `warps` warps (which only its counted instructions depend on);
+    `grid_stride`: its workgroups are persistent programs that loop over the launch's blocks."""
     read_share = work.read_bytes / work.bytes if work.bytes else 0.0
-    warps = -(-work.threads_per_workgroup // gpu.wave_size)
     program = streaming_program(work.workgroup_bytes * read_share,
                                 STREAM_BYTES_PER_THREAD * work.threads_per_workgroup)
     stores = work.workgroup_bytes * (1 - read_share) / max(1.0, program.trips)
     return Program(trips=program.trips, trip_load_bytes=program.trip_load_bytes, trip_store_bytes=stores,
-                   setup_instructions=(work.warp_instructions_per_workgroup or 0.0) / warps)
+                   setup_instructions=(work.warp_instructions_per_workgroup or 0.0) / warps, grid_stride=grid_stride)
 
 
 def issue_s(work: Work, gpu: GPU, per_cu_rounds: int, resident: int) -> float:

@@ -8,12 +8,13 @@ arithmetic under FP32; bytes are HBM bytes, each input read and each output writ
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import ClassVar
 
 from hwmodels.dtypes import Dtype
 from hwmodels.program import Chain, Program, mma_steps, reduction_chain
+from hwmodels.roofline import stream_program
 from hwmodels.work import Family, Work
 from workloads.attention_kernels import AttentionPrefill, MlaDecode
 from workloads.codecs import Codec
@@ -349,23 +350,25 @@ class Copy(KernelKind):
     size_bytes: int  # bytes copied (read once, written once)
     threads: int = 256  # threads per workgroup
     bytes_per_workgroup: int = 16384  # 64 B per thread at 256 threads
+    # the workgroups are persistent programs, each looping over every grid-th block of the copy (a grid smaller
+    # than the blocks): they get `Calibration.grid_stride_efficiency` of the bandwidth (the grid probe)
+    grid_stride: bool = False
 
     def __post_init__(self) -> None:
         check_ints(self, ("size_bytes", "threads", "bytes_per_workgroup"))
 
     def launches(self) -> tuple[Work, ...]:
         """One launch, no arithmetic."""
-        return (
-            Work(
-                flop_by_dtype={},
-                read_bytes=self.size_bytes,
-                write_bytes=self.size_bytes,
-                workgroups=cdiv(self.size_bytes, self.bytes_per_workgroup),
-                threads_per_workgroup=self.threads,
-                family=Family.COPY,
-                **full_block_figures(0.0, 2 * self.size_bytes, self.size_bytes, self.bytes_per_workgroup),
-            ),
+        work = Work(
+            flop_by_dtype={},
+            read_bytes=self.size_bytes,
+            write_bytes=self.size_bytes,
+            workgroups=cdiv(self.size_bytes, self.bytes_per_workgroup),
+            threads_per_workgroup=self.threads,
+            family=Family.COPY,
+            **full_block_figures(0.0, 2 * self.size_bytes, self.size_bytes, self.bytes_per_workgroup),
         )
+        return (replace(work, program=stream_program(work, grid_stride=True)) if self.grid_stride else work,)
 
 
 def _codec_launch(values: int, codec: Codec, threads: int, flop_per_value: int, encode: bool) -> Work:

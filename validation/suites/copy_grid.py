@@ -8,16 +8,11 @@ sample, host gaps hidden. 1 GiB source and 1 GiB destination are far above the H
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import ClassVar
+from dataclasses import dataclass
 
-from hwmodels.roofline import default_program
-from hwmodels.spec import load_gpu
-from hwmodels.work import Work
 from validation.comparison import Comparison
 from validation.comparison import compare as compare_row
 from validation.suites import EAGER, ELEMENT_BYTES, FP32
-from workloads.kernel_base import KernelKind
 from workloads.kernels import Copy
 
 SUITE = "copy_grid"
@@ -70,29 +65,13 @@ def cases() -> list[CopyCase]:
     return out
 
 
-@dataclass(frozen=True)
-class _GridStride(KernelKind):
-    """A copy run by fewer programs than blocks, each looping over every grid-th block (`Program.grid_stride`)."""
-
-    kind: ClassVar[str] = "grid-stride copy"
-
-    copy: Copy
-    gpu_name: str
-
-    def launches(self) -> tuple[Work, ...]:
-        gpu = load_gpu(self.gpu_name)
-        return tuple(replace(w, program=replace(w.program or default_program(w, gpu), grid_stride=True))
-                     for w in self.copy.launches())
-
-
 def compare(row: dict[str, str], gpu_name: str) -> Comparison:
     """The model's Copy of the row's bytes, split over the row's grid (torch's copy: the model's own split); a grid
     of fewer programs than blocks is a grid-stride loop."""
     size = int(row["n_elems"]) * 4  # float32
     grid = int(row["grid"]) if row["grid"] else None  # torch's own copy: its own grid
-    kernel: KernelKind = Copy(size_bytes=size)
+    kernel = Copy(size_bytes=size)
     if grid is not None:
-        kernel = Copy(size_bytes=size, bytes_per_workgroup=-(-size // grid))
-        if grid < -(-int(row["n_elems"]) // int(row["block"])):
-            kernel = _GridStride(kernel, gpu_name)
+        grid_stride = grid < -(-int(row["n_elems"]) // int(row["block"]))
+        kernel = Copy(size_bytes=size, bytes_per_workgroup=-(-size // grid), grid_stride=grid_stride)
     return compare_row(row, kernel, gpu_name, f"{row['kernel']} grid {row['grid'] or '-'}", "copy")
