@@ -25,9 +25,15 @@ def _table(gpu_name: str) -> dict[tuple[str, str], dict[str, str]]:
         return {(r["kernel"], r["config"]): r for r in csv.DictReader(f)}
 
 
+@cache
+def _counted(gpu_name: str) -> bool:
+    """Whether a table of the GPU's compiled code ships (looked up once a process: the engine asks per kernel)."""
+    return (DATA_DIR / f"{gpu_name}.csv").is_file()
+
+
 def has_counts(gpu_name: str, kernel: str | None = None, config: str | None = None) -> bool:
     """Whether the GPU's compiled code was counted (and, given a kernel and configuration, that one)."""
-    if not (DATA_DIR / f"{gpu_name}.csv").is_file():
+    if not _counted(gpu_name):
         return False
     return kernel is None or (kernel, config) in _table(gpu_name)
 
