@@ -30,6 +30,24 @@ def cache_folder(name: str) -> Path | None:
     return Path(root) / name
 
 
+def _read(path: Path):
+    try:
+        return json.loads(path.read_text())
+    except (OSError, ValueError):
+        return None
+
+
+def _write(path: Path, value: object) -> None:
+    """Written whole or not at all: a temporary file renamed into place (a failure leaves no file)."""
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
+        temporary.write_text(json.dumps(value))
+        os.replace(temporary, path)
+    except OSError:
+        pass
+
+
 def kept_on_disk(name: str, depends_on: Callable[..., object]) -> Callable:
     """Decorator: the wrapped function's results (tuples of floats) kept in memory and in `cache_folder(name)`,
     keyed by its arguments and `depends_on(*args)` (called at each lookup)."""
@@ -43,19 +61,40 @@ def kept_on_disk(name: str, depends_on: Callable[..., object]) -> Callable:
                 return compute(*args)
             key = hashlib.sha256(repr((depends_on(*args), args)).encode()).hexdigest()
             path = folder / f"{key}.json"
+            found = _read(path)
             try:
-                return tuple(float(v) for v in json.loads(path.read_text()))
-            except (OSError, ValueError, TypeError):
+                return tuple(float(v) for v in found)
+            except TypeError:
                 pass
             result = compute(*args)
-            try:  # written whole or not at all: a temporary file renamed into place
-                folder.mkdir(parents=True, exist_ok=True)
-                temporary = path.with_name(f"{path.name}.{os.getpid()}.tmp")
-                temporary.write_text(json.dumps(list(result)))
-                os.replace(temporary, path)
-            except OSError:
-                pass
+            _write(path, list(result))
             return result
+
+        return kept
+
+    return wrap
+
+
+def kept_json_on_disk(name: str, key_of: Callable[..., str]) -> Callable:
+    """Decorator: the wrapped function's results (JSON objects) kept in memory and in `cache_folder(name)`, keyed
+    by `key_of(*args)` alone (the arguments need not be hashable: the key must say everything they hold)."""
+
+    def wrap(compute: Callable[..., dict]) -> Callable[..., dict]:
+        memory: dict[str, dict] = {}
+
+        @wraps(compute)
+        def kept(*args) -> dict:
+            key = hashlib.sha256(key_of(*args).encode()).hexdigest()
+            if key in memory:
+                return memory[key]
+            folder = cache_folder(name)
+            found = None if folder is None else _read(folder / f"{key}.json")
+            if not isinstance(found, dict):
+                found = compute(*args)
+                if folder is not None:
+                    _write(folder / f"{key}.json", found)
+            memory[key] = found
+            return found
 
         return kept
 

@@ -43,8 +43,8 @@ from pathlib import Path
 from compiled.disk_cache import kept_on_disk
 from hwmodels.spec import GPU, load_gpu
 
-WAVEFRONT_BYTES = 128  # one shared-memory wavefront: 32 banks of 4 bytes (`validation.companion.bench.sass_lanes`)
-NO_BARRIER = 7  # `validation.companion.bench.sass.NO_BARRIER`: an instruction that sets no barrier
+WAVEFRONT_BYTES = 128  # one shared-memory wavefront: 32 banks of 4 bytes (`compiled.sass_lanes`)
+NO_BARRIER = 7  # `compiled.sass_code.NO_BARRIER`: an instruction that sets no barrier
 
 DATA_DIR = Path(__file__).parent / "data"
 # Steady state of a loop trip: passes, each using the previous pass's delays for the earlier trips.
@@ -160,7 +160,7 @@ def shared_trip_cycles(gpu: GPU | str, kernel: str, config: str, warps_per_sched
     different workgroups), BAR.SYNC costs nothing, as in `warp_cycles`.
     The SM's schedulers (`simds_per_cu`) each run that many warps and share one shared-memory pipe (with
     `shared_pipe`; `issue_streams`): a shared access takes as many of its cycles as its wavefronts, bank
-    conflicts included (the timing table's "shared", `validation.companion.bench.sass_lanes`), its result
+    conflicts included (the timing table's "shared", `compiled.sass_lanes`), its result
     comes later by its extra wavefronts and by the backlog it queued behind, and a warp whose access finds
     more than `SHARED_QUEUE_CYCLES` of backlog waits to issue it. Without `shared_pipe` the schedulers are
     independent and one is simulated. With one warp and no shared pipe this is `warp_cycles` up to the steady
@@ -191,7 +191,7 @@ SHUFFLE_LANES_PER_CU = 32
 
 
 def pipe_cycles(gpu: GPU) -> dict[str, float]:
-    """Cycles one warp instruction holds its pipe on one scheduler (`validation.companion.bench.sass.pipe_of`):
+    """Cycles one warp instruction holds its pipe on one scheduler (`compiled.sass_code.pipe_of`):
     the wave over the pipe's lanes per scheduler, from the GPU's probed lane rates, in whole cycles."""
     lanes = {"F": gpu.fp32_lanes_per_cu, "I": gpu.int32_lanes_per_cu, "A": gpu.bit_lanes_per_cu,
              "X": gpu.sfu_lanes_per_cu, "M": gpu.sfu_lanes_per_cu, "S": SHUFFLE_LANES_PER_CU}
@@ -299,7 +299,7 @@ def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float], p
     after the other (`shared_trip_cycles` says how); per part, the cycle at which the last warp has finished it
     (issued its last instruction and that instruction's stall elapsed; the end of the part before for an empty
     part). Each scheduler issues at most one instruction a cycle from its own warps. With `pipes` (per part, one
-    character per instruction: `validation.companion.bench.sass.pipe_of`) an instruction also waits for its
+    character per instruction: `compiled.sass_code.pipe_of`) an instruction also waits for its
     pipe, which each issue holds for `occupancy[pipe]` cycles (a scheduler's warps share it), and holds the
     scheduler for `issue[pipe]` cycles (one where not given) before it issues the next. `starts`: the cycle each
     of a scheduler's warps may issue its first instruction (all at 0 when not given; the same on every

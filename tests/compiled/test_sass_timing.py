@@ -8,6 +8,7 @@ import random
 
 import pytest
 
+from compiled.sass_code import NO_BARRIER, control, count, warp_timeline
 from compiled.sass_counts import DATA_DIR, PIPELINED_CLASSES
 from compiled.sass_timing import (
     SHARED_QUEUE_CYCLES,
@@ -21,7 +22,6 @@ from compiled.sass_timing import (
     wavefront_cycles,
 )
 from hwmodels.spec import load_gpu
-from validation.companion.bench.sass import NO_BARRIER, control, count, warp_timeline
 
 LATENCY = {"global_load": 500.0, "shared": 30.0, "sfu": 20.0, "other": 4.0, "operand_read": 4.0, "barrier": 0.0}
 

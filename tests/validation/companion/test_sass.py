@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from validation.companion.bench.sass import count
+from compiled.sass_code import count
 
 # A hand-written main path: 3 instructions, a 3-instruction loop, a skipped division slow path, EXIT, then a
 # subroutine that count() must leave out.
@@ -70,7 +70,7 @@ def test_the_mla_launch_strides_are_the_launchers():
     # the tensors mla_decode.mla_decode builds: contiguous q, cache, output, fp32 partials and log-sum-exps
     import torch
 
-    from validation.companion.bench.sass import _mla_int_arguments
+    from compiled.companion_sources import mla_int_arguments as _mla_int_arguments
 
     for splits in (1, 4, 16):
         for padded in (12, 16):
@@ -94,7 +94,8 @@ def test_the_specialization_is_tritons():
     from triton._C.libtriton import native_specialize_impl
     from triton.backends.compiler import BaseBackend
 
-    from validation.companion.bench.sass import _mla_int_arguments, _specialized
+    from compiled.companion_sources import mla_int_arguments as _mla_int_arguments
+    from compiled.companion_sources import specialized as _specialized
 
     for splits, padded in ((1, 12), (4, 12), (16, 12), (16, 16)):
         values = _mla_int_arguments(splits, padded)

@@ -639,11 +639,12 @@ def _loop_mix(compiled, launch: Callable[[], object], clk, threads: int, trips: 
     timing: (loop instructions, probed instructions, timing summary, median lane-ops per clock per SM)."""
     import torch
 
-    from validation.companion.bench.sass import _disassemble, count, warp_timeline
+    from compiled.sass_code import count, warp_timeline
+    from compiled.triton_build import disassemble
     from validation.companion.bench.timing import bench
     from validation.measure_output import summarize
 
-    sass, _ = _disassemble(compiled)
+    sass, _ = disassemble(compiled)
     loop = count(sass)[1]
     probed = warp_timeline(sass)["loop"].get("pipes", "").count(pipe)
     if not loop or not probed:

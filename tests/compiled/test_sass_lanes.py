@@ -1,4 +1,4 @@
-"""Shared-memory wavefronts read off SASS by the lane evaluator (`validation.companion.bench.sass_lanes`)."""
+"""Shared-memory wavefronts read off SASS by the lane evaluator (`compiled.sass_lanes`)."""
 
 from __future__ import annotations
 
@@ -9,15 +9,15 @@ import numpy as np
 import pytest
 
 from compiled.sass_counts import DATA_DIR
-from tests.conftest import ROOT
-from validation.companion.bench.profile_targets import source_pages
-from validation.companion.bench.sass_lanes import (
+from compiled.sass_lanes import (
     hgmma_wavefronts,
     ideal_wavefronts,
     lane_wavefronts,
     matrix_wavefronts,
     wavefronts,
 )
+from tests.conftest import ROOT
+from validation.companion.bench.profile_targets import source_pages
 
 NCU = ROOT / "validation" / "data" / "h200" / "ncu"
 
