@@ -1,21 +1,23 @@
-"""Which product kernels are a companion Triton kernel as compiled, and what its compiled code says of them.
+"""Which product kernels are a companion Triton kernel, and what its compiled code says of them.
 
 The companion kernel extension (`validation/companion/kernels/`) implements MLA decode and its merge, the KDA
 prefill (intra-chunk substitution and chunk scan), decode and verify recurrences, the QuickReduce codecs, and the
-quantized all-reduce's three persistent kernels (`workloads/quickreduce_kernels.py`). Their
-code compiled for a GPU is counted into `compiled/data/<gpu>.csv` and `<gpu>_timing.json`, one row per kernel and
-compiled configuration. A product kernel whose fields are that kernel's tiles, warps and datatypes, at a
-configuration that was compiled, is timed from that code (`Compiled`); any other is timed from its kind's analytic
-program. `compiled_kernel` decides, for every command alike.
+quantized all-reduce's three persistent kernels (`workloads/quickreduce_kernels.py`). A product kernel whose
+fields are that kernel's tiles and datatypes is timed from the kernel's code compiled for the GPU at the
+configuration the product kernel asks for (its splits, tile columns, codec, and its threads as warps of the GPU's
+wave size: `compiled.kernel_code`): the shipped table where it has the configuration, else compiled here. Any
+other kernel, or one whose code cannot be had, is timed from its kind's analytic program. `compiled_kernel`
+decides, for every command alike.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 from compiled.kernel import Compiled
 from compiled.sass_counts import compiled, cycles_of, has_counts, per_thread, warps_of
 from hwmodels.dtypes import Dtype
+from hwmodels.spec import load_gpu
 from workloads.attention_kernels import MlaDecode
 from workloads.kda_kernels import KdaDecode, KdaPrefill, KdaVerify
 from workloads.kernel_base import KernelKind, cdiv
@@ -104,9 +106,31 @@ ENTRIES: dict[type, Callable[..., list[Entry | None] | None]] = {
 }
 
 
+# The warps each companion kernel is launched with where the product kernel does not say otherwise
+# (validation/companion/kernels/: MLA decode 4, the KDA recurrences 4 (FLA's), the KDA prefill 8, the codecs 8).
+DEFAULT_WARPS = {"mla_decode": 4, "kda_recurrent": 4, "kda_intra": 8, "kda_scan": 8, "triton_quantize": 8,
+                 "triton_dequantize": 8}
+
+
+def _with_warps(entries: list[Entry | None], threads: int | None, wave: int) -> list[Entry | None] | None:
+    """The entries with the main kernel's configuration naming its warps where they are not its default: a
+    workgroup of `threads` threads is threads / wave warps (waves on AMD) of the compiled kernel. None when the
+    threads are not a whole number of warps."""
+    if threads is None or threads % wave:
+        return None
+    out = list(entries)
+    for i, entry in enumerate(out):
+        if entry is None or entry[0] not in DEFAULT_WARPS:
+            continue
+        name, config, trips = entry
+        if threads // wave != DEFAULT_WARPS[name]:
+            out[i] = (name, f"{config} warps={threads // wave}", trips)
+    return out
+
+
 def compiled_kernel(kernel: KernelKind, gpu_name: str) -> Compiled | None:
-    """`kernel` told its compiled code on `gpu_name`, when it is a companion kernel at a compiled configuration
-    (the same threads as compiled, every launch counted); None when it is timed from its analytic program."""
+    """`kernel` told its compiled code on `gpu_name`, when it is a companion kernel whose code for this GPU can
+    be had at its configuration (every launch counted); None when it is timed from its analytic program."""
     if type(kernel) in PORT_KERNELS:
         return _port_kernel(kernel, gpu_name) if has_counts(gpu_name) else None  # type: ignore[arg-type]
     entries_of = ENTRIES.get(type(kernel))
@@ -115,18 +139,13 @@ def compiled_kernel(kernel: KernelKind, gpu_name: str) -> Compiled | None:
     entries = entries_of(kernel)
     if entries is None or len(entries) != len(kernel.launches()):
         return None
+    entries = _with_warps(entries, getattr(kernel, "threads", None), load_gpu(gpu_name).wave_size)
+    if entries is None:
+        return None
     counted = [e for e in entries if e is not None]
     if not all(has_counts(gpu_name, name, config) for name, config, _ in counted):
-        return None
-    if not _same_threads(kernel, gpu_name, counted):
         return None
     counts = [(None, None) if e is None else compiled(gpu_name, e[0], e[1], e[2]) for e in entries]
     return Compiled(kernel, tuple(i for i, _ in counts), tuple(r for _, r in counts),
                     tuple(None if e is None else per_thread(gpu_name, e[0], e[1]) for e in entries),
                     tuple(None if e is None else cycles_of(gpu_name, e[0], e[1]) for e in entries))
-
-
-def _same_threads(kernel: KernelKind, gpu_name: str, entries: Sequence[Entry]) -> bool:
-    """The kernel's workgroup is the compiled main kernel's warps (an MLA merge keeps its own)."""
-    name, config, _ = entries[0]
-    return getattr(kernel, "threads", None) == 32 * warps_of(gpu_name, name, config)

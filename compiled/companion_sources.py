@@ -6,7 +6,8 @@ product times from compiled code. The product reads those files as compiler inpu
 file for `infersim kernel --triton` (`load_source`): they are loaded by path, never imported as a dependency, and
 their launchers need PyTorch, so compiling them needs Triton and PyTorch installed; without either the product
 times these kernels from their analytic programs. A configuration is the string the product names it by, e.g.
-`mla_decode` "splits=2 even=False", `kda_recurrent` "bv=4 store=True", `triton_quantize` "int4".
+`mla_decode` "splits=2 even=False", `kda_recurrent` "bv=4 store=True", `triton_quantize` "int4"; a trailing
+"warps=N" launches it with N warps (waves on AMD) instead of its own.
 
 `case` gives any configuration of the forms below, not only the compiled table's (`TABLE`), so a split count or
 tile width no one measured is compiled when it is asked for. The companion's bench (`sass-counts`) writes the
@@ -16,8 +17,10 @@ table from the same cases.
 from __future__ import annotations
 
 import importlib.util
+import os
+import re
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import cache
 from pathlib import Path
 from types import ModuleType
@@ -58,9 +61,15 @@ def load_source(path: Path | str, module_name: str | None = None) -> ModuleType:
 
 @cache
 def _companion(name: str) -> ModuleType:
-    """A companion kernel module (`validation/companion/kernels/<name>.py`), under its package name so that its
-    imports of its sibling modules find the same ones."""
-    return load_source(KERNELS_DIR / f"{name}.py", f"validation.companion.kernels.{name}")
+    """A companion kernel module (`validation/companion/kernels/<name>.py`), loaded for compiling: a copy of its
+    own with TRITON_INTERPRET unset while it loads (a process that runs the kernels in Triton's interpreter, as
+    the CPU tests do, still compiles them)."""
+    interpret = os.environ.pop("TRITON_INTERPRET", None)
+    try:
+        return load_source(KERNELS_DIR / f"{name}.py", f"_infersim_companion_{name}")
+    finally:
+        if interpret is not None:
+            os.environ["TRITON_INTERPRET"] = interpret
 
 
 def _params(config: str) -> dict[str, str]:
@@ -250,10 +259,14 @@ def case(kernel: str, config: str) -> Case:
     ImportError when the companion's sources cannot be loaded (no Triton or PyTorch)."""
     if kernel not in _CASES:
         raise ValueError(f"no companion kernel {kernel!r} (valid: {', '.join(KERNELS)})")
+    base, warps = re.subn(r"\s*\bwarps=(\d+)", "", config)
     try:
-        return _CASES[kernel](config)
+        found = _CASES[kernel](base.strip())
+        if warps:  # launched with other warps than the companion's own: "... warps=N"
+            found = replace(found, num_warps=int(re.search(r"\bwarps=(\d+)", config).group(1)))
     except (KeyError, TypeError) as e:
         raise ValueError(f"{kernel}: malformed configuration {config!r} ({e})") from None
+    return found
 
 
 # Every configuration of the compiled table (compiled/data/h200.csv), in its order.

@@ -9,9 +9,10 @@ thread, its warps and its registers.
 
 from __future__ import annotations
 
-import csv
 from functools import cache
 from pathlib import Path
+
+from compiled.kernel_code import can_compile, kernel_code, why_not
 
 COLUMNS = ("kernel", "config", "num_warps", "registers", "shared_bytes", "prologue_instructions",
            "loop_instructions", "triton")
@@ -19,50 +20,39 @@ COLUMNS = ("kernel", "config", "num_warps", "registers", "shared_bytes", "prolog
 DATA_DIR = Path(__file__).parent / "data"
 
 
-@cache
-def _table(gpu_name: str) -> dict[tuple[str, str], dict[str, str]]:
-    with open(DATA_DIR / f"{gpu_name}.csv", newline="") as f:
-        return {(r["kernel"], r["config"]): r for r in csv.DictReader(f)}
-
-
-@cache
-def _counted(gpu_name: str) -> bool:
-    """Whether a table of the GPU's compiled code ships (looked up once a process: the engine asks per kernel)."""
-    return (DATA_DIR / f"{gpu_name}.csv").is_file()
+def _code(gpu_name: str, kernel: str, config: str) -> dict:
+    code = kernel_code(gpu_name, kernel, config)
+    if code is None:
+        raise ValueError(f"no compiled code of {kernel} {config!r} for {gpu_name}: "
+                         f"{why_not(gpu_name, kernel, config)}")
+    return code
 
 
 def has_counts(gpu_name: str, kernel: str | None = None, config: str | None = None) -> bool:
-    """Whether the GPU's compiled code was counted (and, given a kernel and configuration, that one)."""
-    if not _counted(gpu_name):
+    """Whether the GPU's compiled code can be had (and, given a kernel and configuration, that one's)."""
+    if not can_compile(gpu_name):
         return False
-    return kernel is None or (kernel, config) in _table(gpu_name)
+    return kernel is None or kernel_code(gpu_name, kernel, config) is not None
 
 
 def warps_of(gpu_name: str, kernel: str, config: str) -> int:
-    """The warps of one workgroup of a compiled kernel."""
-    return int(_table(gpu_name)[(kernel, config)]["num_warps"])
+    """The warps (waves on AMD) of one workgroup of a compiled kernel."""
+    return _code(gpu_name, kernel, config)["num_warps"]
 
 
 def compiled(gpu_name: str, kernel: str, config: str, iterations: int = 0) -> tuple[float, int]:
     """(warp instructions of one workgroup running `iterations` loop iterations, registers per thread)."""
-    try:
-        row = _table(gpu_name)[(kernel, config)]
-    except KeyError:
-        raise ValueError(f"no SASS count of {kernel} {config!r} for {gpu_name} "
-                         "(count it: python -m validation.companion.bench sass-counts)") from None
-    if iterations and not int(row["loop_instructions"]):
+    row = _code(gpu_name, kernel, config)
+    if iterations and not row["loop_instructions"]:
         raise ValueError(f"{kernel} {config!r} has no loop, but {iterations} iterations were asked for")
-    per_thread = int(row["prologue_instructions"]) + iterations * int(row["loop_instructions"])
-    return per_thread * int(row["num_warps"]), int(row["registers"])
+    per_thread = row["prologue_instructions"] + iterations * row["loop_instructions"]
+    return per_thread * row["num_warps"], row["registers"]
 
 
 def per_thread(gpu_name: str, kernel: str, config: str) -> tuple[int, int]:
     """(instructions outside the loop, instructions per loop iteration) of one thread, as counted."""
-    row = _table(gpu_name).get((kernel, config))
-    if row is None:
-        raise ValueError(f"no SASS count of {kernel} {config!r} for {gpu_name} "
-                         "(count it: python -m validation.companion.bench sass-counts)")
-    return int(row["prologue_instructions"]), int(row["loop_instructions"])
+    row = _code(gpu_name, kernel, config)
+    return row["prologue_instructions"], row["loop_instructions"]
 
 
 # The memory classes a software pipeline prices itself (the program's Little's law), not the warp's stalls.
@@ -75,8 +65,8 @@ def per_thread_timed(gpu_name: str, kernel: str, config: str) -> tuple[int, int,
     from compiled.sass_timing import warp_cycles
 
     outside, per_trip = per_thread(gpu_name, kernel, config)
-    with_loads = warp_cycles(gpu_name, kernel, config)
-    without_loads = warp_cycles(gpu_name, kernel, config, without=PIPELINED_CLASSES)
+    with_loads = warp_cycles(gpu_name, kernel, config, table=gpu_name)
+    without_loads = warp_cycles(gpu_name, kernel, config, table=gpu_name, without=PIPELINED_CLASSES)
     return outside, per_trip, *with_loads, *without_loads
 
 
@@ -100,15 +90,16 @@ def cycles_of(gpu_name: str, kernel: str, config: str) -> tuple:
     dram_cycles = gpu.dram_latency_s * gpu.boost_clock_hz
     _, per_trip, outside_all, trip_all, outside, trip = per_thread_timed(gpu_name, kernel, config)
     part = 1 if per_trip else 0
-    row = _table(gpu_name)[(kernel, config)]
-    workgroup = int(row["num_warps"])
+    row = _code(gpu_name, kernel, config)
+    workgroup = row["num_warps"]
     # warps a scheduler can hold at most (registers, shared memory, warp slots): the counts beyond the first
     # simulated one that reaches it are never read
-    fits = occupancy(gpu, lds_bytes=int(row["shared_bytes"]), threads=32 * workgroup, vgprs=int(row["registers"]))
+    fits = occupancy(gpu, lds_bytes=row["shared_bytes"], threads=gpu.wave_size * workgroup, vgprs=row["registers"])
     most = fits.waves_per_cu / gpu.simds_per_cu
     counts = [n for n in SIMULATED_WARPS if n < most] + [next((n for n in SIMULATED_WARPS if n >= most),
                                                               SIMULATED_WARPS[-1])]
-    simulated = [(n, shared_trip_cycles(gpu, kernel, config, n, without=PIPELINED_CLASSES, workgroup_warps=workgroup))
+    simulated = [(n, shared_trip_cycles(gpu, kernel, config, n, table=gpu_name, without=PIPELINED_CLASSES,
+                                        workgroup_warps=workgroup))
                  for n in dict.fromkeys(counts)]
     by_warps = tuple((n, cycles[part]) for n, cycles in simulated)
     setup_by_warps = tuple((n, cycles[0]) for n, cycles in simulated) if per_trip else ()

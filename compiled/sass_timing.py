@@ -55,7 +55,7 @@ def latencies(gpu: GPU) -> dict[str, float]:
     """Cycles of each latency class on `gpu` (the module docstring says which field gives which)."""
     dram = gpu.dram_latency_s * gpu.boost_clock_hz
     l2 = gpu.l2_latency_s * gpu.boost_clock_hz
-    return {"global_load": dram, "async_copy": dram, "atomic": l2, "fence": l2,
+    return {"global_load": dram, "async_copy": dram, "atomic": l2, "fence": l2, "global_store": l2,
             "shared": gpu.lds_latency_cycles, "constant": gpu.lds_latency_cycles, "local": gpu.lds_latency_cycles,
             "fence_cta": gpu.lds_latency_cycles,
             "sfu": gpu.sfu_latency_cycles, "convert": gpu.sfu_latency_cycles, "special": gpu.sfu_latency_cycles,
@@ -89,19 +89,15 @@ def section_cycles(section: Mapping, latency: Mapping[str, float], loop: bool = 
     return period + sum(d for _, d in previous)
 
 
-@cache
-def _timings(table: str) -> dict[tuple[str, str], dict]:
-    with open(DATA_DIR / f"{table}_timing.json") as f:
-        return {(row["kernel"], row["config"]): row for row in json.load(f)["rows"]}
-
-
 def timeline(kernel: str, config: str, table: str = "h200") -> dict:
-    """The recorded timeline of one kernel configuration ({"prologue", "loop"[, "loop_copies"]})."""
-    try:
-        return _timings(table)[(kernel, config)]
-    except KeyError:
-        raise ValueError(f"no SASS timeline of {kernel} {config!r} in {table}_timing.json "
-                         "(write it: python -m validation.companion.bench sass-counts)") from None
+    """The timeline of one kernel configuration as compiled for GPU `table` ({"prologue", "loop"[,
+    "loop_copies"][, "units"]}: `compiled.kernel_code`)."""
+    from compiled.kernel_code import kernel_code
+
+    code = kernel_code(table, kernel, config)
+    if code is None:
+        raise ValueError(f"no compiled code of {kernel} {config!r} for {table}")
+    return code["timeline"]
 
 
 def warp_cycles(gpu: GPU | str, kernel: str, config: str, table: str = "h200",
@@ -212,18 +208,25 @@ def issue_cycles(gpu: GPU) -> dict[str, float]:
 
 
 @cache
-def _sources_digest(table: str) -> str:
-    digest = hashlib.sha256(Path(__file__).read_bytes())
-    digest.update((DATA_DIR / f"{table}_timing.json").read_bytes())
-    return digest.hexdigest()
+def _module_digest() -> str:
+    return hashlib.sha256(Path(__file__).read_bytes()).hexdigest()
 
 
-@kept_on_disk("sass_timing", lambda table, *_: (_sources_digest(table), SHARED_QUEUE_CYCLES))
+def _timeline_digest(table: str, kernel: str, config: str) -> str:
+    return hashlib.sha256(json.dumps(timeline(kernel, config, table), sort_keys=True).encode()).hexdigest()
+
+
+@kept_on_disk("sass_timing", lambda table, kernel, config, *_: (_module_digest(), _timeline_digest(table, kernel, config),
+                                                                SHARED_QUEUE_CYCLES))
 def _shared_trip_cycles(table: str, kernel: str, config: str, warps: int, latency: tuple[tuple[str, float], ...],
                         occupancy: tuple[tuple[str, float], ...] = (),
                         issue: tuple[tuple[str, float], ...] = (),
                         wavefront: float = 0.0, schedulers: int = 1, workgroup: int = 0) -> tuple[float, float]:
     row, lat = timeline(kernel, config, table), dict(latency)
+    units = None
+    if row.get("units"):  # AMD code: each instruction's pipe character names its unit and cycles
+        units = {char: unit for char, (unit, _) in row["units"].items()}
+        occupancy, issue = tuple((char, float(cycles)) for char, (_, cycles) in row["units"].items()), ()
     prologue = row["prologue"].get("stream", [])
     prologue_pipes = row["prologue"].get("pipes", "")
     prologue_shared = row["prologue"].get("shared", [])
@@ -234,7 +237,7 @@ def _shared_trip_cycles(table: str, kernel: str, config: str, warps: int, latenc
     if not copies:
         # (its warps' staggered runs stand for different workgroups: their barriers are not simulated)
         return _repeated_run_cycles(prologue, prologue_pipes, warps, lat, dict(occupancy), dict(issue),
-                                    prologue_shared, wavefront, schedulers), 0.0
+                                    prologue_shared, wavefront, schedulers, units), 0.0
     # The main path as one warp issues it: the prologue up to each copy of the loop, the copy `_TRIPS` times,
     # the rest of the prologue (so the waits after a loop find its producers, as `warp_timeline` has them).
     parts, pipes, shared, kinds, done = [], [], [], [], 0
@@ -254,7 +257,8 @@ def _shared_trip_cycles(table: str, kernel: str, config: str, warps: int, latenc
     kinds.append("prologue")
     known = all(len(p) == len(q) for p, q in zip(pipes, parts, strict=True))
     ends = issue_streams(parts, warps, lat, pipes if known else None, dict(occupancy), dict(issue),
-                         shared=shared, wavefront_cycles=wavefront, schedulers=schedulers, workgroup=workgroup)
+                         shared=shared, wavefront_cycles=wavefront, schedulers=schedulers, workgroup=workgroup,
+                         units=units)
     spans = [end - start for start, end in zip([0.0, *ends], ends, strict=False)]
     prologue_cycles = sum(span for span, kind in zip(spans, kinds, strict=True) if kind == "prologue")
     # a copy's trip: its `_TRIPS` trips over all warps, averaged (warps that run ahead into the next trip while
@@ -268,7 +272,7 @@ def _shared_trip_cycles(table: str, kernel: str, config: str, warps: int, latenc
 
 def _repeated_run_cycles(stream: list, pipes: str, warps: int, latency: Mapping[str, float],
                          occupancy: Mapping[str, float], issue: Mapping[str, float], shared: list | None = None,
-                         wavefront: float = 0.0, schedulers: int = 1) -> float:
+                         wavefront: float = 0.0, schedulers: int = 1, units: Mapping[str, str] | None = None) -> float:
     """Cycles per run of a kernel without a loop when each of `warps` warps runs it `_RUNS` times back to back,
     the warps' first runs staggered evenly over one warp's run alone (the workgroups resident on a CU started
     at different times: their conversions and their integer work interleave instead of contending in step);
@@ -276,10 +280,11 @@ def _repeated_run_cycles(stream: list, pipes: str, warps: int, latency: Mapping[
     known = len(pipes) == len(stream)
     shared = shared or []
     alone = issue_streams([stream], 1, latency, [pipes] if known else None, occupancy, issue,
-                          shared=[shared], wavefront_cycles=wavefront)[0]
+                          shared=[shared], wavefront_cycles=wavefront, units=units)[0]
     starts = [alone * w / warps for w in range(warps)]
     ends = issue_streams([stream] * _RUNS, warps, latency, [pipes] * _RUNS if known else None, occupancy, issue,
-                         starts, shared=[shared] * _RUNS, wavefront_cycles=wavefront, schedulers=schedulers)
+                         starts, shared=[shared] * _RUNS, wavefront_cycles=wavefront, schedulers=schedulers,
+                         units=units)
     return (ends[-1] - ends[0]) / (_RUNS - 1)
 
 
@@ -294,7 +299,8 @@ SHARED_QUEUE_CYCLES = 32.0
 def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float], pipes: list[str] | None = None,
                   occupancy: Mapping[str, float] | None = None, issue: Mapping[str, float] | None = None,
                   starts: Sequence[float] | None = None, shared: list[list] | None = None,
-                  wavefront_cycles: float = 0.0, schedulers: int = 1, workgroup: int = 0) -> list[float]:
+                  wavefront_cycles: float = 0.0, schedulers: int = 1, workgroup: int = 0,
+                  units: Mapping[str, str] | None = None) -> list[float]:
     """`warps` warps on each of `schedulers` schedulers of one SM issuing the instruction streams `parts` one
     after the other (`shared_trip_cycles` says how); per part, the cycle at which the last warp has finished it
     (issued its last instruction and that instruction's stall elapsed; the end of the part before for an empty
@@ -317,6 +323,7 @@ def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float], p
     stream = [ins for part in parts for ins in part]
     pipe_of = "".join(pipes) if pipes else "-" * len(stream)
     hold = [(occupancy or {}).get(p, 1.0) for p in pipe_of]
+    unit_of = [(units or {}).get(p, p) for p in pipe_of]
     busy = [(issue or {}).get(p, 1.0) for p in pipe_of]
     fronts = [0.0] * len(stream)
     offset = 0
@@ -389,7 +396,7 @@ def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float], p
     runnable = [len(active[s]) for s in range(schedulers)]  # active warps not held at a barrier
 
     def pipe_free(s: int, i: int) -> float:
-        at = free[s].get(pipe_of[i], 0.0) if hold[i] > 1 else 0.0
+        at = free[s].get(unit_of[i], 0.0) if hold[i] > 1 else 0.0
         return max(at, shared_free - queue) if fronts[i] else at
 
     live = [s for s in range(schedulers) if active[s]]
@@ -416,7 +423,7 @@ def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float], p
             continue
         i = pos[pick]
         if hold[i] > 1:
-            free[s][pipe_of[i]] = t + hold[i]
+            free[s][unit_of[i]] = t + hold[i]
         queued = 0.0
         if fronts[i]:
             queued = max(0.0, shared_free - t)

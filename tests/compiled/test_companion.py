@@ -4,7 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from compiled import triton_build
 from compiled.companion import compiled_kernel
+from compiled.kernel_code import kernel_code, why_not
+from compiled.triton_build import triton_version
 from compiled.kernel import Compiled
 from compiled.launch_time import ProgramSource, launch_times, timed_kernel
 from hwmodels.calibration import load_calibration
@@ -27,17 +30,43 @@ def test_a_companion_kernel_at_a_compiled_configuration_is_timed_from_its_code(k
     assert isinstance(counted, Compiled) and counted.kernel == kernel
     assert len(counted.launches()) == len(kernel.launches())
     assert timed_kernel(kernel, load_gpu("h200"))[1] is ProgramSource.COMPILED
-    # no code was compiled for the MI355X (gfx950) yet: its analytic program
-    assert compiled_kernel(kernel, "mi355x") is None
+    # the MI355X's code is compiled here for gfx950: waves of 64, its own instruction counts
+    amd = compiled_kernel(kernel, "mi355x")
+    assert isinstance(amd, Compiled) and len(amd.launches()) == len(kernel.launches())
+    assert amd.warp_instructions != counted.warp_instructions
+
+
+@pytest.mark.parametrize(("kernel", "config"), [
+    (MlaDecode(**{**MLA, "num_splits": 2}), "splits=2 even=False"),  # a split count the table does not hold
+    (KdaVerify(seqs=1, positions=4, heads=12, tile_cols=4, threads=256), "bv=4 store=True warps=8"),  # other warps
+    (Quantize(values=1 << 20, codec="int4", threads=128), "int4 warps=4"),
+])
+def test_a_configuration_outside_the_table_is_compiled_here(kernel, config):
+    counted = compiled_kernel(kernel, "h200")
+    assert isinstance(counted, Compiled)
+    name = {MlaDecode: "mla_decode", KdaVerify: "kda_recurrent", Quantize: "triton_quantize"}[type(kernel)]
+    code = kernel_code("h200", name, config)
+    assert code["origin"] == "compiled" and code["target"] == "sm_90" and code["triton"] == triton_version()
+    assert code["prologue_instructions"] > 0 and code["timeline"]["prologue"]["stream"]
+
+
+def test_without_triton_a_configuration_outside_the_table_is_timed_analytically(monkeypatch):
+    monkeypatch.setattr(triton_build, "triton_version", lambda: None)
+    kernel_code.cache_clear()
+    try:
+        assert compiled_kernel(MlaDecode(**{**MLA, "num_splits": 3}), "h200") is None
+        assert "Triton is not installed" in why_not("h200", "mla_decode", "splits=3 even=False")
+        assert isinstance(compiled_kernel(MlaDecode(**MLA), "h200"), Compiled)  # the shipped table still serves
+        assert compiled_kernel(MlaDecode(**MLA), "mi355x") is None
+    finally:
+        kernel_code.cache_clear()
 
 
 @pytest.mark.parametrize("kernel", [
     MlaDecode(**{**MLA, "heads_per_workgroup": 64}),  # FlashMLA's tile, not the companion kernel's
     MlaDecode(**{**MLA, "kv_dtype": "fp8"}),  # compiled for bf16 only
-    MlaDecode(**{**MLA, "num_splits": 2}),  # a split count that was not compiled
-    KdaVerify(seqs=1, positions=4, heads=12, tile_cols=4, threads=256),  # other warps than compiled
+    KdaVerify(seqs=1, positions=4, heads=12, tile_cols=4, threads=100),  # not a whole number of warps
     KdaDecode(seqs=8, heads=12, fused=False),  # three kernels, not the fused one
-    Quantize(values=1 << 20, codec="int4", threads=128),
     Gemm(m=64, n=4096, k=4096),  # a library kernel: no companion kernel
 ])
 def test_anything_else_is_timed_from_its_analytic_program(kernel):
@@ -57,4 +86,5 @@ def test_infersim_kernel_reports_the_one_prediction_and_where_its_program_came_f
     analytic = [w.warp_instructions_per_workgroup for w in MlaDecode(**MLA).launches()]
     compiled = [w.warp_instructions_per_workgroup for w in compiled_kernel(MlaDecode(**MLA), "h200").launches()]
     assert compiled != analytic
-    assert kernel_query("mi355x", "mla-decode", params, launch="graph")["program"] == "analytic"
+    assert kernel_query("mi355x", "mla-decode", params, launch="graph")["program"] == "compiled"
+    assert kernel_query("mi355x", "gemm", {"m": "64", "n": "4096", "k": "4096"}, launch="graph")["program"] == "analytic"

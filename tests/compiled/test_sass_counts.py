@@ -17,8 +17,8 @@ def test_counts_scale_with_iterations_and_warps():
     assert (more - instructions) % 10 == 0
 
 
-def test_unknown_kernel_names_the_missing_count():
-    with pytest.raises(ValueError, match="no SASS count of nope"):
+def test_unknown_kernel_names_the_missing_code_and_why():
+    with pytest.raises(ValueError, match="no compiled code of nope 'x' for h200: .*no companion kernel 'nope'"):
         compiled("h200", "nope", "x")
 
 
