@@ -272,7 +272,8 @@ def _shared_trip_cycles(table: str, kernel: str, config: str, warps: int, latenc
 
 def _repeated_run_cycles(stream: list, pipes: str, warps: int, latency: Mapping[str, float],
                          occupancy: Mapping[str, float], issue: Mapping[str, float], shared: list | None = None,
-                         wavefront: float = 0.0, schedulers: int = 1, units: Mapping[str, str] | None = None) -> float:
+                         wavefront: float = 0.0, schedulers: int = 1,
+                         units: Mapping[str, str] | None = None) -> float:
     """Cycles per run of a kernel without a loop when each of `warps` warps runs it `_RUNS` times back to back,
     the warps' first runs staggered evenly over one warp's run alone (the workgroups resident on a CU started
     at different times: their conversions and their integer work interleave instead of contending in step);

@@ -6,10 +6,10 @@ import pytest
 
 from compiled import triton_build
 from compiled.companion import compiled_kernel
-from compiled.kernel_code import kernel_code, why_not
-from compiled.triton_build import triton_version
 from compiled.kernel import Compiled
+from compiled.kernel_code import kernel_code, why_not
 from compiled.launch_time import ProgramSource, launch_times, timed_kernel
+from compiled.triton_build import triton_version
 from hwmodels.calibration import load_calibration
 from hwmodels.roofline import LaunchMode
 from hwmodels.spec import load_gpu
@@ -87,4 +87,5 @@ def test_infersim_kernel_reports_the_one_prediction_and_where_its_program_came_f
     compiled = [w.warp_instructions_per_workgroup for w in compiled_kernel(MlaDecode(**MLA), "h200").launches()]
     assert compiled != analytic
     assert kernel_query("mi355x", "mla-decode", params, launch="graph")["program"] == "compiled"
-    assert kernel_query("mi355x", "gemm", {"m": "64", "n": "4096", "k": "4096"}, launch="graph")["program"] == "analytic"
+    gemm = {"m": "64", "n": "4096", "k": "4096"}
+    assert kernel_query("mi355x", "gemm", gemm, launch="graph")["program"] == "analytic"

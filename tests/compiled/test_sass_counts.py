@@ -18,7 +18,7 @@ def test_counts_scale_with_iterations_and_warps():
 
 
 def test_unknown_kernel_names_the_missing_code_and_why():
-    with pytest.raises(ValueError, match="no compiled code of nope 'x' for h200: .*no companion kernel 'nope'"):
+    with pytest.raises(ValueError, match=r"no compiled code of nope 'x' for h200: .*no companion kernel 'nope'"):
         compiled("h200", "nope", "x")
 
 
