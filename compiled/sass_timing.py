@@ -216,8 +216,11 @@ def _timeline_digest(table: str, kernel: str, config: str) -> str:
     return hashlib.sha256(json.dumps(timeline(kernel, config, table), sort_keys=True).encode()).hexdigest()
 
 
-@kept_on_disk("sass_timing", lambda table, kernel, config, *_: (_module_digest(), _timeline_digest(table, kernel, config),
-                                                                SHARED_QUEUE_CYCLES))
+def _depends_on(table: str, kernel: str, config: str, *_) -> tuple:
+    return _module_digest(), _timeline_digest(table, kernel, config), SHARED_QUEUE_CYCLES
+
+
+@kept_on_disk("sass_timing", _depends_on)
 def _shared_trip_cycles(table: str, kernel: str, config: str, warps: int, latency: tuple[tuple[str, float], ...],
                         occupancy: tuple[tuple[str, float], ...] = (),
                         issue: tuple[tuple[str, float], ...] = (),
