@@ -15,6 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from compiled.kernel import Compiled
+from compiled.kernel_code import kernel_code
 from compiled.sass_counts import compiled, cycles_of, has_counts, per_thread, warps_of
 from hwmodels.dtypes import Dtype
 from hwmodels.spec import load_gpu
@@ -128,11 +129,9 @@ def _with_warps(entries: list[Entry | None], threads: int | None, wave: int) -> 
     return out
 
 
-def compiled_kernel(kernel: KernelKind, gpu_name: str) -> Compiled | None:
-    """`kernel` told its compiled code on `gpu_name`, when it is a companion kernel whose code for this GPU can
-    be had at its configuration (every launch counted); None when it is timed from its analytic program."""
-    if type(kernel) in PORT_KERNELS:
-        return _port_kernel(kernel, gpu_name) if has_counts(gpu_name) else None  # type: ignore[arg-type]
+def _entries(kernel: KernelKind, gpu_name: str) -> list[Entry | None] | None:
+    """The compiled kernel, configuration and trips of each launch of `kernel` on `gpu_name` (None for a launch
+    that is no companion kernel); None when the kernel is not timed from compiled code there."""
     entries_of = ENTRIES.get(type(kernel))
     if entries_of is None or not has_counts(gpu_name):
         return None
@@ -142,10 +141,40 @@ def compiled_kernel(kernel: KernelKind, gpu_name: str) -> Compiled | None:
     entries = _with_warps(entries, getattr(kernel, "threads", None), load_gpu(gpu_name).wave_size)
     if entries is None:
         return None
-    counted = [e for e in entries if e is not None]
-    if not all(has_counts(gpu_name, name, config) for name, config, _ in counted):
+    if not all(has_counts(gpu_name, name, config) for name, config, _ in (e for e in entries if e is not None)):
+        return None
+    return entries
+
+
+def compiled_kernel(kernel: KernelKind, gpu_name: str) -> Compiled | None:
+    """`kernel` told its compiled code on `gpu_name`, when it is a companion kernel whose code for this GPU can
+    be had at its configuration (every launch counted); None when it is timed from its analytic program."""
+    if type(kernel) in PORT_KERNELS:
+        return _port_kernel(kernel, gpu_name) if has_counts(gpu_name) else None  # type: ignore[arg-type]
+    entries = _entries(kernel, gpu_name)
+    if entries is None:
         return None
     counts = [(None, None) if e is None else compiled(gpu_name, e[0], e[1], e[2]) for e in entries]
     return Compiled(kernel, tuple(i for i, _ in counts), tuple(r for _, r in counts),
                     tuple(None if e is None else per_thread(gpu_name, e[0], e[1]) for e in entries),
                     tuple(None if e is None else cycles_of(gpu_name, e[0], e[1]) for e in entries))
+
+
+def compiled_code(kernel: KernelKind, gpu_name: str) -> list[dict]:
+    """What the compiled code of each of `kernel`'s companion launches on `gpu_name` is, for reports: the kernel,
+    its configuration, the instruction set, where the code came from (the shipped table or compiled here) and by
+    which Triton, warps (waves on AMD), registers per thread (AMD: VGPRs and AGPRs), shared memory (LDS) bytes and
+    instructions per thread outside and inside its loop. Empty when the kernel is timed analytically."""
+    if type(kernel) in PORT_KERNELS:
+        entries: list[Entry | None] | None = [(PORT_KERNELS[type(kernel)], kernel.codec.value, 0)]  # type: ignore
+        if not has_counts(gpu_name, *entries[0][:2]):
+            return []
+    else:
+        entries = _entries(kernel, gpu_name)
+    found = []
+    for entry in entries or []:
+        if entry is None:
+            continue
+        code = kernel_code(gpu_name, entry[0], entry[1])
+        found.append({k: v for k, v in code.items() if k != "timeline"})
+    return found

@@ -92,7 +92,8 @@ def _compiled_record(key: str, target: triton_build.Target, kernel: str, config:
     prologue, loop, timeline = _read(build, target)
     return {"kernel": kernel, "config": config, "target": target.arch, "num_warps": build.num_warps,
             "registers": build.registers, "shared_bytes": build.shared_bytes, "prologue_instructions": prologue,
-            "loop_instructions": loop, "triton": build.triton, "origin": "compiled", "timeline": timeline}
+            "loop_instructions": loop, "triton": build.triton, "origin": "compiled", "timeline": timeline,
+            **({"agprs": build.agprs, "sgprs": build.sgprs} if target.backend == "hip" else {})}
 
 
 @cache

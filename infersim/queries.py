@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from enum import Enum
 from typing import Any
 
+from compiled.companion import compiled_code
 from compiled.launch_time import timed_kernel
 from hwmodels.calibration import load_calibration
 from hwmodels.dtypes import Dtype
@@ -157,6 +158,7 @@ def kernel_query(hw: str, kind: str, params: Mapping[str, str], *, launch: str =
         "params": {f.name: _jsonable(getattr(kernel, f.name)) for f in dataclasses.fields(kernel)},
         "launch_mode": mode.value,
         "program": source.value,
+        **({"compiled_code": compiled_code(kernel, gpu.name)} if source.value == "compiled" else {}),
         "calibration": calib.name,
         "cost_model": calib.cost_model.value,
         "time_s": sum(t.time_s for t in times),

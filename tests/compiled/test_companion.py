@@ -86,6 +86,14 @@ def test_infersim_kernel_reports_the_one_prediction_and_where_its_program_came_f
     analytic = [w.warp_instructions_per_workgroup for w in MlaDecode(**MLA).launches()]
     compiled = [w.warp_instructions_per_workgroup for w in compiled_kernel(MlaDecode(**MLA), "h200").launches()]
     assert compiled != analytic
-    assert kernel_query("mi355x", "mla-decode", params, launch="graph")["program"] == "compiled"
+    amd = kernel_query("mi355x", "mla-decode", params, launch="graph")
+    assert amd["program"] == "compiled"
+    # what the gfx950 code says, read off the assembly: the attention kernel and the merge
+    (attention, merge) = amd["compiled_code"]
+    assert (attention["kernel"], attention["target"], attention["origin"]) == ("mla_decode", "gfx950", "compiled")
+    assert attention["num_warps"] == 2  # the kind's 128 threads: two waves of 64
+    assert attention["registers"] > 0 and attention["agprs"] >= 0 and attention["sgprs"] > 0
+    assert attention["shared_bytes"] > 0 and attention["loop_instructions"] > 0 and merge["kernel"] == "mla_merge"
+    assert result["compiled_code"][0]["origin"] == "table" and result["compiled_code"][0]["target"] == "sm_90"
     gemm = {"m": "64", "n": "4096", "k": "4096"}
     assert kernel_query("mi355x", "gemm", gemm, launch="graph")["program"] == "analytic"
