@@ -278,8 +278,7 @@ def mfma_cycles(mnemonic: str, arch: str, *, cbsz: int = 0, blgp: int = 0) -> in
         m, n, k, _ = mfma_shape(name)
         with_fp8, without = _F8F6F4_CYCLES[f"{m}x{n}x{k}"]
         return with_fp8 if min(cbsz, blgp) <= 1 else without
-    assert isinstance(cycles, int)
-    return cycles
+    return int(cycles)
 
 
 def mfma_shape(mnemonic: str) -> tuple[int, int, int, int]:
