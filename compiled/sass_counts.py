@@ -1,10 +1,10 @@
-"""The recorded SASS instruction counts of the companion kernels: what a workgroup issues, per launch.
+"""The compiled instruction counts of the companion kernels: what a workgroup issues, per launch.
 
 The roofline's issue term (`hwmodels.roofline`) needs the warp instructions a workgroup issues. They are
-counted, not fitted: the companion's bench compiles each kernel of `validation/companion/kernels/` for sm_90
-and counts its main path (`validation.companion.bench.sass` says how), into
-`compiled/data/<gpu>.csv`. This module reads that table: a kernel's prologue and loop body per
-thread, its warps and its registers.
+counted, not fitted, from the kernel's compiled code on the GPU (`compiled.kernel_code`: the shipped sm_90 table,
+or code compiled here at the configuration asked for; `compiled.sass_code` and `compiled.amdgcn_code` say how
+it is counted). This module gives a kernel's prologue and loop body per thread, its warps, its registers and
+its simulated cycles (`cycles_of`).
 """
 
 from __future__ import annotations
