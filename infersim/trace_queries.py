@@ -30,8 +30,8 @@ def _load(files: Sequence[str], hw: str, calibration: str | None, group_size: in
     from hwmodels.interconnect import build_fabric
     from hwmodels.spec import load_gpu, load_platform
     from infersim.collective_queries import platform_for
-    from validation.profiler_traces import read_trace
-    from validation.trace_predict import predict_trace
+    from traces.formats import read_trace
+    from traces.predict import predict_trace
 
     if not files:
         raise ValueError("give at least one trace file")
@@ -106,7 +106,7 @@ def _trace_row(p, measured_s: float | None, calibrated_s: float | None = None) -
 
 
 def _family_rows(predictions) -> list[dict[str, Any]]:
-    from validation.trace_predict import family_totals
+    from traces.predict import family_totals
 
     return [{"family": t.family, "groups": t.groups, "traced_s": t.traced_s + t.unmatched_s,
              "predicted_s": t.predicted_s if t.predicted_s else None,
@@ -197,7 +197,7 @@ def calibrate_query(files: Sequence[str], hw: str, out: str, step_times: str | N
     """Fit a calibration on a share of the traces (every other one, in name order), report the error on the rest
     before and after, and write the calibration overlay to `out`."""
     from infersim.output_paths import atomic_write, write_target
-    from validation.trace_predict import TraceCalibrator, calibration_yaml
+    from traces.predict import TraceCalibrator, calibration_yaml
 
     if not 0 < train_share < 1:
         raise ValueError(f"--train-share must be in (0, 1), got {train_share}")

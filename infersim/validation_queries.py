@@ -28,9 +28,11 @@ def validate_command(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     if args.refit and not args.links:
         raise ValueError("--refit goes with --links PLATFORM")
     if args.links:
-        from validation.calibrate_links import check
+        from traces.calibrate_links import check
+        from validation.collective_sweep import NCCL_SWEEPS
 
-        return check(args.links, refit=args.refit), f"NCCL sweep against the {args.links} library calibration"
+        return (check(args.links, NCCL_SWEEPS, refit=args.refit),
+                f"NCCL sweep against the {args.links} library calibration")
     if args.published:
         return published_query(), "Predicted vs the published 8x MI300X all-reduce table"
     return validate_query(args.hw, args.write_report, rows=args.rows), f"Predicted vs measured on {args.hw}"

@@ -35,9 +35,9 @@ from plotly.subplots import make_subplots
 
 from hwmodels.calibration import cost_model_chosen, load_calibration
 from hwmodels.spec import load_gpu
-from validation.profiler_traces import read_trace
+from traces.formats import read_trace
+from traces.predict import TraceCalibrator, family_totals, predict_trace
 from validation.report import compare_all
-from validation.trace_predict import TraceCalibrator, family_totals, predict_trace
 
 OUT = Path(os.environ.get("INFERSIM_NOTEBOOK_OUT", Path("notebooks") / "figures"))
 OUT.mkdir(parents=True, exist_ok=True)

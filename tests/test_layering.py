@@ -1,5 +1,5 @@
-"""Imports go one way (hwmodels <- workloads <- compiled <- simulator <- validation <- infersim), and simpy lives in
-simulator/."""
+"""Imports go one way (hwmodels <- workloads <- compiled <- simulator <- traces <- validation <- infersim), and
+simpy lives in simulator/."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ import pytest
 
 from tests.conftest import ROOT
 
-LAYERS = ["hwmodels", "workloads", "compiled", "simulator", "validation", "infersim"]
+LAYERS = ["hwmodels", "workloads", "compiled", "simulator", "traces", "validation", "infersim"]
 
 
 def _modules() -> list[Path]:
@@ -226,8 +226,8 @@ def test_only_the_companion_imports_the_companion():
         assert not bad, f"{name} imports the companion kernel extension: {', '.join(bad)}"
 
 
-def test_the_validation_product_imports_no_gpu_framework():
-    for name, path in _module_files(ROOT, ["validation"]).items():
+def test_traces_and_the_validation_product_import_no_gpu_framework():
+    for name, path in _module_files(ROOT, ["traces", "validation"]).items():
         if name == COMPANION or name.startswith(COMPANION + "."):
             continue
         names = {n for n, _ in _imports(path)}

@@ -1,6 +1,6 @@
 """Predicted against measured for the two-GPU all-reduce sweeps: NCCL (ring) and the QuickReduce kernels.
 
-NCCL's library protocols were fitted on the all-reduce's even powers of two (`validation.calibrate_links`),
+NCCL's library protocols were fitted on the all-reduce's even powers of two (`traces.calibrate_links`),
 so those rows are marked fitted; its odd powers, its all-gather and reduce-scatter, and every QuickReduce
 row (our Triton two-shot kernels, each codec) are held out: nothing of the model was fitted to them.
 """

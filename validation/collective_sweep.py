@@ -12,12 +12,15 @@ nccl-tests' convention. The companion's bench (`python -m validation.companion.b
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
 from validation.measure_output import percentile, summarize
 
 NCCL_CSV = "collectives_nccl.csv"
 QUICKREDUCE_CSV = "collectives_quickreduce.csv"
 TOPOLOGY_NAME = "topology.txt"
+# platform -> its measured NCCL sweep, which the link calibration (`traces.calibrate_links`) fits and checks
+NCCL_SWEEPS = {"h200-2": Path(__file__).parent / "data" / "h200x2" / NCCL_CSV}
 
 ENV_COLUMNS = ("NCCL_NVLS_ENABLE", "NCCL_ALGO", "NCCL_PROTO")
 OPS = ("all_reduce", "all_gather", "reduce_scatter")

@@ -1,14 +1,15 @@
-"""Statistics of timed samples, and the atomic CSV and text writers of measurement files (no torch needed)."""
+"""Statistics of timed samples, and the atomic CSV writer of measurement files (no torch needed; text files go
+through `hwmodels.output_files.write_text_atomic`)."""
 
 from __future__ import annotations
 
 import csv
 import io
 import math
-import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
+
+from hwmodels.output_files import write_text_atomic
 
 
 def percentile(values: Sequence[float], q: float) -> float:
@@ -55,19 +56,3 @@ def write_csv_atomic(path: Path, header: Sequence[str], rows: Sequence[dict[str,
     writer.writerow(header)
     writer.writerows([_cell(row.get(col)) for col in header] for row in rows)
     write_text_atomic(path, buf.getvalue())
-
-
-def write_text_atomic(path: Path, text: str) -> None:
-    """Write text to path unchanged through a temporary file in the same folder, then rename it into place."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes files private; data files are ordinary files
-    try:
-        with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
-            f.write(text)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise

@@ -126,12 +126,13 @@ def leave_one_family_out(hw: str, rows: list[Comparison]) -> dict[str, float]:
 
 def refit_collectives_without(folder: str) -> dict[str, float]:
     """{'allreduce nccl': median |error| of every all-reduce row, the library fitted on the other ops only}."""
-    from validation.calibrate_links import DATA, errors, fit, read_rows
+    from traces.calibrate_links import errors, fit, read_rows
+    from validation.collective_sweep import NCCL_SWEEPS
 
     platform = {"h200x2": "h200-2"}.get(folder)
-    if platform is None or platform not in DATA:
+    if platform is None or platform not in NCCL_SWEEPS:
         return {}
-    rows = read_rows(DATA[platform])
+    rows = read_rows(NCCL_SWEEPS[platform])
     library = fit(rows, platform, train=lambda r: r.op.value != "allreduce")
     held = [abs(e["error_pct"]) for e in errors(rows, library, platform) if e["op"] == "allreduce"]
     return {"allreduce nccl": statistics.median(held)} if held else {}

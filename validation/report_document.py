@@ -10,9 +10,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from hwmodels.output_files import write_text_atomic
 from validation import design_changes
 from validation.comparison import Comparison
-from validation.measure_output import write_text_atomic
 from validation.report import (
     error_summary,
     heldout_summary,

@@ -13,9 +13,10 @@ import traceback
 from collections.abc import Sequence
 from pathlib import Path
 
+from hwmodels.output_files import write_text_atomic
 from validation.collective_sweep import ELEMENT_BYTES, P2P_BYTES, size_text
 from validation.companion.bench.collective_plan import P2P_CALLS, SAFE_ENV, WARM_SAMPLES, now_utc, plan
-from validation.measure_output import percentile, write_text_atomic
+from validation.measure_output import percentile
 from validation.suites import EAGER, GRAPH
 
 ESTIMATE_CALLS = 5

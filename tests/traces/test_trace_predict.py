@@ -1,5 +1,5 @@
-"""Traced kernels matched to kinds, predicted, and a calibration fitted on traces (`validation.trace_matching`,
-`validation.trace_predict`), on small hand-made kernels and on one committed H200 engine-step trace."""
+"""Traced kernels matched to kinds, predicted, and a calibration fitted on traces (`traces.matching`,
+`traces.predict`), on small hand-made kernels and on one committed H200 engine-step trace."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from hwmodels.calibration import load_calibration
 from hwmodels.roofline import LaunchMode, kernel_time
 from hwmodels.spec import load_gpu
 from tests.conftest import ROOT
-from validation.profiler_traces import Trace, TracedKernel, read_trace
-from validation.trace_matching import kind_of, match_kernels
-from validation.trace_predict import TraceCalibrator, family_totals, predict_trace
+from traces.formats import Trace, TracedKernel, read_trace
+from traces.matching import kind_of, match_kernels
+from traces.predict import TraceCalibrator, family_totals, predict_trace
 from workloads import tiles
 from workloads.attention_kernels import AttentionPrefill
 from workloads.kernels import Copy, Elementwise, Gemm, RmsNorm

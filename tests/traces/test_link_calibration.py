@@ -7,9 +7,10 @@ import math
 import pytest
 
 from hwmodels.library import load_library
-from validation.calibrate_links import DATA, fit, predict, read_rows
+from traces.calibrate_links import fit, predict, read_rows
+from validation.collective_sweep import NCCL_SWEEPS
 
-ROWS = read_rows(DATA["h200-2"])
+ROWS = read_rows(NCCL_SWEEPS["h200-2"])
 
 
 def test_nccl_all_reduce_is_within_15_percent_at_every_power_of_two():
@@ -47,4 +48,4 @@ def test_the_platform_without_a_fit_uses_stated_defaults():
     default = load_library("mi355x-8")
     assert default.name == "default" and "assumption" in default.sources["small_efficiency"]
     with pytest.raises(KeyError):
-        DATA["mi355x-8"]
+        NCCL_SWEEPS["mi355x-8"]

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from hwmodels import input_files
-from tests.validation.profiler_traces.conftest import (
+from tests.traces.conftest import (
     KINETO,
     NSYS_CSV,
     NSYS_SQLITE,
@@ -21,7 +21,7 @@ from tests.validation.profiler_traces.conftest import (
     ROCPROF_CSV,
     ROCPROF_JSON,
 )
-from validation.profiler_traces import TraceError, read_trace, sniff
+from traces.formats import TraceError, read_trace, sniff
 
 SGEMM = "ampere_sgemm_128x64_tn"
 

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 
 from hwmodels.dtypes import Dtype
 from hwmodels.spec import GPU
-from validation.profiler_traces import TracedKernel
+from traces.formats import TracedKernel
 from workloads import tiles
 from workloads.attention_kernels import AttentionPrefill
 from workloads.collectives import Collective, CollectiveOp

@@ -19,7 +19,7 @@ from __future__ import annotations
 from collections import defaultdict
 from dataclasses import dataclass, replace
 
-from validation.profiler_traces.records import (
+from traces.formats.records import (
     BadRecord,
     Collector,
     Trace,

@@ -20,10 +20,10 @@ import zlib
 from pathlib import Path
 
 from hwmodels.input_files import open_regular, read_at_most
-from validation.profiler_traces.kineto import read_kineto
-from validation.profiler_traces.nsys import find_csv_header, nsys_tables, read_nsys_csv, read_nsys_sqlite
-from validation.profiler_traces.records import Trace, TraceError, fail, shown
-from validation.profiler_traces.rocprof import csv_kind, is_rocpd, read_rocpd, read_rocprof_csv, read_rocprof_json
+from traces.formats.kineto import read_kineto
+from traces.formats.nsys import find_csv_header, nsys_tables, read_nsys_csv, read_nsys_sqlite
+from traces.formats.records import Trace, TraceError, fail, shown
+from traces.formats.rocprof import csv_kind, is_rocpd, read_rocpd, read_rocprof_csv, read_rocprof_json
 
 FORMATS = ("kineto", "nsys-sqlite", "nsys-csv", "rocprofv3-csv", "rocprofv3-json", "rocpd")
 GZIP_MAGIC = b"\x1f\x8b"

@@ -1,6 +1,6 @@
 """A measured trace predicted kernel by kernel, and a calibration fitted on traces (scikit-learn's conventions).
 
-`predict_trace` times every matched kernel group of a trace (`validation.trace_matching`) with the model: the
+`predict_trace` times every matched kernel group of a trace (`traces.matching`) with the model: the
 launch's time without its launch overhead, since a profiler's kernel duration starts when the kernel does.
 Unmatched groups keep their traced time and are reported with their share. A whole step is predicted as a
 CUDA graph runs it: the predicted kernel times, the unmatched kernels' traced times, and one graph node's
@@ -28,8 +28,8 @@ from hwmodels.roofline import Bound, LaunchMode, launch_overhead_s
 from hwmodels.spec import GPU
 from simulator.cost.collective_policy import collective_time
 from simulator.cost.workgroup_des import dispatch_s
-from validation.profiler_traces import Trace
-from validation.trace_matching import KernelGroup, match_kernels
+from traces.formats import Trace
+from traces.matching import KernelGroup, match_kernels
 from workloads.kernel_base import KernelKind
 
 

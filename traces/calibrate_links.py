@@ -9,6 +9,9 @@ reduce-scatter at every size, which the fit never sees. The per-step latency of 
 platform's one-hop link latency (its spec); the fit finds each protocol's fixed latency and bandwidth
 share, minimising squared log error for each candidate switch size, and keeps the best. The result
 is written to `hwmodels/calibrations/libraries/<platform>.yaml` with its provenance.
+
+The measured sweeps are validation's data (`validation.collective_sweep.NCCL_SWEEPS`, platform -> CSV); their
+paths are passed in.
 """
 
 from __future__ import annotations
@@ -16,7 +19,7 @@ from __future__ import annotations
 import csv
 import math
 import statistics
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -25,14 +28,12 @@ import numpy as np
 from hwmodels.calibration import load_calibration
 from hwmodels.interconnect import build_fabric
 from hwmodels.library import LIBRARY_DIR, CollectiveLibrary, load_library
+from hwmodels.output_files import write_text_atomic
 from hwmodels.roofline import LaunchMode, launch_overhead_s
 from hwmodels.spec import load_gpu, load_platform
 from simulator.cost.collective_algorithms import ring_time
-from validation.collective_sweep import NCCL_CSV
-from validation.measure_output import write_text_atomic
 from workloads.collectives import CollectiveOp
 
-DATA = {"h200-2": Path(__file__).parent / "data" / "h200x2" / NCCL_CSV}  # platform -> its measured sweep
 OPS = {"nccl_all_reduce": CollectiveOp.ALL_REDUCE, "nccl_all_gather": CollectiveOp.ALL_GATHER,
        "nccl_reduce_scatter": CollectiveOp.REDUCE_SCATTER}
 
@@ -131,12 +132,13 @@ def group_errors(per_row: list[dict[str, object]]) -> list[dict[str, object]]:
              "max_abs_pct": max(magnitudes)} for group, magnitudes in groups.items()]
 
 
-def check(platform_name: str, refit: bool = False) -> dict[str, object]:
-    """The calibration's errors on the platform's measured sweep; with `refit`, fit it first and write it."""
-    if platform_name not in DATA:
-        raise ValueError(f"no NCCL measurements for --links {platform_name!r}; recorded: {', '.join(sorted(DATA))}")
-    rows = read_rows(DATA[platform_name])
-    data = DATA[platform_name].relative_to(Path(__file__).parent.parent)
+def check(platform_name: str, sweeps: Mapping[str, Path], refit: bool = False) -> dict[str, object]:
+    """The calibration's errors on the platform's measured sweep (`sweeps`: platform -> its NCCL CSV); with
+    `refit`, fit it first and write it."""
+    if platform_name not in sweeps:
+        raise ValueError(f"no NCCL measurements for --links {platform_name!r}; recorded: {', '.join(sorted(sweeps))}")
+    rows = read_rows(sweeps[platform_name])
+    data = sweeps[platform_name].relative_to(Path(__file__).parent.parent)
     result: dict[str, object] = {"platform": platform_name, "data": str(data)}
     if refit:
         library = fit(rows, platform_name)

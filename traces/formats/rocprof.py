@@ -29,7 +29,7 @@ import io
 import re
 import sqlite3
 
-from validation.profiler_traces.records import (
+from traces.formats.records import (
     BadRecord,
     Collector,
     Trace,

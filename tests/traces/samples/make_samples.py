@@ -1,8 +1,8 @@
 """Build the two SQLite samples: an nsys export (`nsys_report.sqlite`) and a rocpd database (`rocpd_results.db`).
 
-    python tests/validation/profiler_traces/samples/make_samples.py    # rewrites both files beside this script
+    python tests/traces/samples/make_samples.py    # rewrites both files beside this script
 
-The tables and columns are those of the formats' documentation (FORMATS.md in validation/profiler_traces cites
+The tables and columns are those of the formats' documentation (FORMATS.md in traces/formats cites
 it), holding the same small decode step as the CSV and JSON samples: a GEMM, an RMSNorm, flash attention, an
 all-reduce overlapping it on a second stream (and on a second GPU), an elementwise kernel, a copy and a fill.
 Only the tables a reader could need are built; the other tables of a real export are left out.

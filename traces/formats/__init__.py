@@ -1,6 +1,6 @@
 """GPU kernel traces written by profilers, read into one record type.
 
-    from validation.profiler_traces import read_trace
+    from traces.formats import read_trace
     trace = read_trace("trace.json.gz")          # the format is sniffed from the content
     trace.kernels[0].name, trace.kernels[0].duration_s, trace.busy_s()
 
@@ -11,7 +11,7 @@ report (`nsys-csv`); rocprofv3's kernel and memory copy trace CSVs (`rocprofv3-c
 FORMATS.md beside this file. Pure Python (json, csv, sqlite3, gzip): no GPU and no torch.
 """
 
-from validation.profiler_traces.records import Trace, TracedKernel, TraceError
-from validation.profiler_traces.sniff import FORMATS, read_trace
+from traces.formats.records import Trace, TracedKernel, TraceError
+from traces.formats.sniff import FORMATS, read_trace
 
 __all__ = ["FORMATS", "Trace", "TraceError", "TracedKernel", "read_trace"]

@@ -17,7 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.validation.profiler_traces.conftest import (
+from tests.traces.conftest import (
     KINETO,
     NSYS_CSV,
     NSYS_SQLITE,
@@ -26,7 +26,7 @@ from tests.validation.profiler_traces.conftest import (
     ROCPROF_CSV,
     ROCPROF_JSON,
 )
-from validation.profiler_traces import Trace, TraceError, read_trace
+from traces.formats import Trace, TraceError, read_trace
 
 FUZZ = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 _files = itertools.count()

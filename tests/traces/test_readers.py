@@ -11,7 +11,7 @@ from contextlib import closing
 
 import pytest
 
-from tests.validation.profiler_traces.conftest import (
+from tests.traces.conftest import (
     KINETO,
     NSYS_CSV,
     NSYS_SQLITE,
@@ -21,7 +21,7 @@ from tests.validation.profiler_traces.conftest import (
     ROCPROF_JSON,
     SAMPLES,
 )
-from validation.profiler_traces import FORMATS, Trace, TracedKernel, TraceError, read_trace
+from traces.formats import FORMATS, Trace, TracedKernel, TraceError, read_trace
 
 BF16 = "c10::BFloat16"
 GEMM = "nvjet_tst_64x8_64x16_4x1_v_bz_TNT"
