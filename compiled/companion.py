@@ -1,6 +1,6 @@
 """Which product kernels are a companion Triton kernel, and what its compiled code says of them.
 
-The companion kernel extension (`validation/companion/kernels/`) implements MLA decode and its merge, the KDA
+The companion kernel extension (`companion/kernels/`) implements MLA decode and its merge, the KDA
 prefill (intra-chunk substitution and chunk scan), decode and verify recurrences, the QuickReduce codecs, and the
 quantized all-reduce's three persistent kernels (`workloads/quickreduce_kernels.py`). A product kernel whose
 fields are that kernel's tiles and datatypes is timed from the kernel's code compiled for the GPU at the
@@ -25,7 +25,7 @@ from workloads.kernel_base import KernelKind, cdiv
 from workloads.kernels import Dequantize, Quantize
 from workloads.quickreduce_kernels import QrGather, QrReduce, QrScatter
 
-# The companion MLA decode kernel's tiles (validation/companion/kernels/mla_decode.py: BLOCK_H 16 query heads, BLOCK_N
+# The companion MLA decode kernel's tiles (companion/kernels/mla_decode.py: BLOCK_H 16 query heads, BLOCK_N
 # 32 latent rows, 4 warps) and the latent widths it was compiled for (DeepSeek-V3/Kimi's 512 + 64), in bf16.
 MLA_HEADS_PER_WORKGROUP, MLA_BLOCK_N, MLA_KV_LORA, MLA_ROPE_DIM = 16, 32, 512, 64
 KDA_CHUNK, KDA_DIM = 64, 128  # the companion KDA kernels' chunk and head dimension (Kimi Linear's)
@@ -81,7 +81,7 @@ def _codec_entries(kernel: Quantize | Dequantize) -> list[Entry | None]:
     return [(name, kernel.codec.value, 0)]
 
 
-# The quantized all-reduce's port kernels and their compiled names (validation/companion/kernels/allreduce.py)
+# The quantized all-reduce's port kernels and their compiled names (companion/kernels/allreduce.py)
 PORT_KERNELS = {QrScatter: "qr_scatter", QrReduce: "qr_reduce", QrGather: "qr_gather"}
 
 
@@ -108,7 +108,7 @@ ENTRIES: dict[type, Callable[..., list[Entry | None] | None]] = {
 
 
 # The warps each companion kernel is launched with where the product kernel does not say otherwise
-# (validation/companion/kernels/: MLA decode 4, the KDA recurrences 4 (FLA's), the KDA prefill 8, the codecs 8).
+# (companion/kernels/: MLA decode 4, the KDA recurrences 4 (FLA's), the KDA prefill 8, the codecs 8).
 DEFAULT_WARPS = {"mla_decode": 4, "kda_recurrent": 4, "kda_intra": 8, "kda_scan": 8, "triton_quantize": 8,
                  "triton_dequantize": 8}
 

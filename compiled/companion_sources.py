@@ -1,7 +1,7 @@
 """How each companion Triton kernel is compiled at a configuration: its function, signature, constants,
 specialisations, warps and stages, as its launches on the GPU get them.
 
-The companion kernel extension (`validation/companion/kernels/`) holds the Triton source of the kernels the
+The companion kernel extension (`companion/kernels/`) holds the Triton source of the kernels the
 product times from compiled code. The product reads those files as compiler input, as it reads a user's kernel
 file for `infersim kernel --triton` (`load_source`): they are loaded by path, never imported as a dependency, and
 their launchers need PyTorch, so compiling them needs Triton and PyTorch installed; without either the product
@@ -25,7 +25,7 @@ from functools import cache
 from pathlib import Path
 from types import ModuleType
 
-KERNELS_DIR = Path(__file__).resolve().parent.parent / "validation" / "companion" / "kernels"
+KERNELS_DIR = Path(__file__).resolve().parent.parent / "companion" / "kernels"
 
 
 @dataclass(frozen=True)
@@ -61,7 +61,7 @@ def load_source(path: Path | str, module_name: str | None = None) -> ModuleType:
 
 @cache
 def _companion(name: str) -> ModuleType:
-    """A companion kernel module (`validation/companion/kernels/<name>.py`), loaded for compiling: a copy of its
+    """A companion kernel module (`companion/kernels/<name>.py`), loaded for compiling: a copy of its
     own with TRITON_INTERPRET unset while it loads (a process that runs the kernels in Triton's interpreter, as
     the CPU tests do, still compiles them)."""
     interpret = os.environ.pop("TRITON_INTERPRET", None)
@@ -192,7 +192,7 @@ def _quickreduce_case(kernel: str, codec: str) -> Case:
     ar, codecs = _companion("allreduce"), _companion("codecs")
     if codec not in codecs.CODECS:
         raise ValueError(f"unknown codec {codec!r} (valid: {', '.join(codecs.CODECS)})")
-    warps = 4  # the QuickReduce port's launches (validation/companion/bench/quickreduce.py: NUM_WARPS)
+    warps = 4  # the QuickReduce port's launches (companion/bench/quickreduce.py: NUM_WARPS)
     runtime = {name: "i32" for name in ar.NO_SPEC}
     tables = {"flags": "*i64", "epochs": "*i32"}
     common = {"WORLD": 2, "CODEC": codecs.CODEC_ID[codec], "TB": codecs.tile_bytes(codec),

@@ -2,7 +2,7 @@
 
 A kernel that runs one warp per scheduler (MLA decode, KDA recurrences, QuickReduce codecs) is bound by how
 long one warp takes to issue its instruction stream in order, waiting on its dependencies. The companion's
-bench (`validation.companion.bench.sass`, `warp_timeline`) reads each instruction's control code (stall
+bench (`companion.bench.sass`, `warp_timeline`) reads each instruction's control code (stall
 count, barriers set and waited on) and writes, per kernel and configuration, the static timeline of the main
 path into `compiled/data/<gpu>_timing.json`: for the prologue and one loop trip, the stall
 cycles and every wait on a variable-latency producer as [class, distance, at] (the producer's latency class,
@@ -235,7 +235,7 @@ def _shared_trip_cycles(table: str, kernel: str, config: str, warps: int, latenc
     prologue_shared = row["prologue"].get("shared", [])
     if not prologue and row["prologue"].get("stall_cycles"):
         raise ValueError(f"the timing table {table}_timing.json has no instruction streams "
-                         "(rewrite it: python -m validation.companion.bench sass-counts)")
+                         "(rewrite it: python -m companion.bench sass-counts)")
     copies = row.get("loop_copies") or ([row["loop"]] if row["loop"] else [])
     if not copies:
         # (its warps' staggered runs stand for different workgroups: their barriers are not simulated)
@@ -295,7 +295,7 @@ def _repeated_run_cycles(stream: list, pipes: str, warps: int, latency: Mapping[
 # Backlog of the SM's shared-memory pipe, in cycles, up to which a warp still issues its shared access into the
 # MIO queue (beyond it the warp waits: the MIO throttle). NVIDIA does not publish the queue's depth: 32 cycles
 # (32 wavefronts: eight 128-bit or LDSM.x4 accesses queued across the SM) is an assumption; see
-# validation/NOTES.md for what 0 and 64 change. The queue probe (`python -m validation.companion.bench probes
+# validation/NOTES.md for what 0 and 64 change. The queue probe (`python -m companion.bench probes
 # --only queue`, `shared_queue_stores` in `validation.probes`) is written to measure it and not yet recorded.
 SHARED_QUEUE_CYCLES = 32.0
 
@@ -321,7 +321,7 @@ def issue_streams(parts: list[list], warps: int, latency: Mapping[str, float], p
     workgroup, and a warp that issues a BAR.SYNC is held until its workgroup's last warp has issued it.
 
     An instruction is [stall, wait_mask, write_barrier, class[, read_barrier[, special]]] (`_compact` of
-    `validation.companion.bench.sass`)."""
+    `companion.bench.sass`)."""
     if starts is not None and len(starts) != warps:
         raise ValueError(f"{len(starts)} starts for {warps} warps a scheduler")
     stream = [ins for part in parts for ins in part]

@@ -5,7 +5,7 @@
 1 GiB, bf16, in two launch modes, and one peer copy GPU0 -> GPU1 (`p2p_copy`); `collectives_quickreduce.csv`
 the same columns for NCCL's all_reduce and the companion's quantized all-reduce through each codec. Rank 0's
 times are reported; the largest median over the ranks is recorded beside them. Bus bandwidth follows
-nccl-tests' convention. The companion's bench (`python -m validation.companion.bench collectives` and
+nccl-tests' convention. The companion's bench (`python -m companion.bench collectives` and
 `... quickreduce`) writes these files; `validation.collective_report` compares them with the model.
 """
 

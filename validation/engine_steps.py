@@ -6,7 +6,7 @@ runs it: residual add and RMSNorm, the fused QKV projection, per-head RMSNorm of
 embedding, the KV-cache write, attention (PyTorch's scaled_dot_product_attention with grouped KV heads),
 the output projection, the MLP (fused gate and up projection, SiLU times up, down projection). Decode steps
 attend over a contiguous per-sequence KV cache of `context` tokens plus the new one; prefill steps are one
-sequence of `tokens` tokens from an empty cache, causal. The bench (`python -m validation.companion.bench
+sequence of `tokens` tokens from an empty cache, causal. The bench (`python -m companion.bench
 engine-step`) times each step as one CUDA graph (median of replays) and records one eager execution with the
 PyTorch profiler (Chrome trace, shapes recorded); `engine_step.csv` holds the times, the traces sit beside it.
 No torch import here.

@@ -7,7 +7,7 @@ the catalog produces: the dense projections of every catalog model at TP 1, 2, 4
 (`workloads.layers.build_step`, the engine's own shapes), MLA decode for 1 to 64 sequences of 1K to 128K tokens at
 the heads a catalog model has per GPU, KDA decode and verify for the Kimi K3 heads per GPU, add+RMSNorm at the
 catalog's hidden sizes, and the codecs from 1 to 256 MiB. It is measured as `<suite>_heldout.csv` beside the
-planned CSVs (`python -m validation.companion.bench suites --grid heldout`); no constant is fitted to it.
+planned CSVs (`python -m companion.bench suites --grid heldout`); no constant is fitted to it.
 
 Only configurations whose code was compiled (`compiled/data/h200.csv`) are drawn for the companion kernels: the
 sampler varies the shapes a user varies, not the kernel's compiled tiles.

@@ -1,6 +1,6 @@
 """Hardware constants of the cycle-level cost model, derived from the probe microbenchmarks' CSVs.
 
-The probes (`python -m validation.companion.bench probes`, one NVIDIA H200) write one CSV each; this module
+The probes (`python -m companion.bench probes`, one NVIDIA H200) write one CSV each; this module
 reads them (no torch, no triton) and derives one number per constant, with a note of the CSV and rows that
 set it. A constant whose probe is missing, or that a probe cannot give, is None, and its note says why.
 
@@ -121,7 +121,7 @@ MLP_FIT_VALUES_PER_THREAD = 8  # rows whose threads hold more issue their loads 
 MMA_DEEP_K = (512, 64)  # one dot this deep, less one this deep: the k loop's step
 MMA_LATENCY_SHAPE = (16, 16, 16, 1)  # m, n, k, num_warps
 BARRIER_WARPS = 4
-# The grid probe's tile work, which the SASS table compiles too (`validation.companion.bench.sass`)
+# The grid probe's tile work, which the SASS table compiles too (`companion.bench.sass`)
 GRID_BLOCK = 1024  # fp32 values per tile: 4 KiB in, 4 KiB out
 GRID_ROUNDS = (0, 32, 128)  # multiply-adds per value: a copy, then compute about equal to and above its memory
 GRID_WARPS = 4

@@ -40,7 +40,7 @@ class KdaPrefill(KernelKind):
     threads: int = 256  # threads per workgroup
     # True: the intra launch also writes qg = scale * q * exp(G) (bf16, T x K) and each chunk's decay
     # exp(G_last) (fp32, K), which the scan reads in place of q and of the gates (FLA's optional qg);
-    # the companion kernel validation/companion/kernels/kda.py works this way. Plain path only.
+    # the companion kernel companion/kernels/kda.py works this way. Plain path only.
     stores_qg: bool = False
 
     def __post_init__(self) -> None:

@@ -1,6 +1,6 @@
 """The quantized two-shot all-reduce's kernels as the Triton port runs them: three persistent kernels.
 
-The port (`validation/companion/kernels/allreduce.py`, QuickReduce's algorithm over PyTorch symmetric memory) is
+The port (`companion/kernels/allreduce.py`, QuickReduce's algorithm over PyTorch symmetric memory) is
 the implementation on NVIDIA GPUs, where vLLM ships none. Each call launches three kernels: one quantizes the
 rank's input and scatters each peer its slice (`QrScatter`), one reduces the slice the rank owns, decoding every
 peer's encoded tiles, summing in fp32 and encoding the sum once for the peers (`QrReduce`: the decode is fused, so

@@ -8,6 +8,7 @@ import random
 import numpy as np
 import pytest
 
+from companion.bench.profile_targets import source_pages
 from compiled.sass_counts import DATA_DIR
 from compiled.sass_lanes import (
     hgmma_wavefronts,
@@ -17,7 +18,6 @@ from compiled.sass_lanes import (
     wavefronts,
 )
 from tests.conftest import ROOT
-from validation.companion.bench.profile_targets import source_pages
 
 NCU = ROOT / "validation" / "data" / "h200" / "ncu"
 

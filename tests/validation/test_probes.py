@@ -296,7 +296,7 @@ def test_queue_constants_from_a_queue_csv(tmp_path, rng):
 
 def test_the_queue_probe_ptx_stores_in_one_bank_and_checks_its_arguments():
     pytest.importorskip("triton")
-    from validation.companion.kernels.probes import shared_queue_ptx
+    from companion.kernels.probes import shared_queue_ptx
 
     ptx = shared_queue_ptx(5, 32)
     assert ptx.count("st.volatile.shared.b32") == 5 and "mul.lo.u32 a, lane, 128;" in ptx

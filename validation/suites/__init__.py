@@ -10,7 +10,7 @@ One module `validation.suites.<name>` per suite (the CSV's stem), with no torch 
 
 `BASE` are the suites of library kernels and launches (cuBLAS GEMMs, a copy, empty launches); `COMPANION` are
 those of the companion Triton kernels. Both are timed by the companion's bench
-(`python -m validation.companion.bench suites`), which reads the cases and columns from here.
+(`python -m companion.bench suites`), which reads the cases and columns from here.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Suite `codec`: QuickReduce quantize and dequantize (`validation/companion/kernels/codecs.py`) on fp16 activations.
+"""Suite `codec`: QuickReduce quantize and dequantize (`companion/kernels/codecs.py`) on fp16 activations.
 
 Cases: every codec, both directions, at 1, 8, 64 and 256 MiB of fp16 input (48 rows); one program of 256 threads
 per 2048-value tile. Counts, made before timing:
@@ -28,7 +28,7 @@ SUITE = "codec"
 SHAPE_COLUMNS = ("codec", "values", "num_warps")
 METHOD_COLUMNS = ("n_buffer_sets",)
 
-CODECS = ("fp", "int8", "int6", "int4", "int3", "fp4")  # validation.companion.kernels.codecs.CODECS, without triton
+CODECS = ("fp", "int8", "int6", "int4", "int3", "fp4")  # companion.kernels.codecs.CODECS, without triton
 QUANTIZE = "triton_quantize"
 DEQUANTIZE = "triton_dequantize"
 FP16 = "float16"

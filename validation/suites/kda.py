@@ -1,4 +1,4 @@
-"""KDA suite: chunked prefill, decode and speculative verify (`validation/companion/kernels/kda.py`), K3 TP8 shapes.
+"""KDA suite: chunked prefill, decode and speculative verify (`companion/kernels/kda.py`), K3 TP8 shapes.
 
 One GPU holds 12 of K3's 96 KDA heads at TP8 (the Kimi K3 study), K = V = 128. Counts, made before timing:
 
@@ -28,10 +28,10 @@ METHOD_COLUMNS = ("n_input_sets", "rel_err")
 
 HEADS = 12  # Kimi K3: 96 KDA heads / TP8 (the Kimi K3 study)
 HEAD_DIM = 128  # K = V (the Kimi K3 study)
-CHUNK = 64  # equals validation.companion.kernels.kda.CHUNK (not imported: that module imports triton)
+CHUNK = 64  # equals companion.kernels.kda.CHUNK (not imported: that module imports triton)
 PREFILL_SHAPES = ((1, 1024), (1, 4096), (1, 16384), (4, 4096))  # (seqs, tokens per sequence)
 PREFILL_BLOCK_V = 32  # FLA's fwd_h tries BV in {32, 64}; 32 gives twice the workgroups at 12 heads
-PREFILL_WARPS = 8  # both prefill launches (validation.companion.kernels.kda.PREFILL_WARPS)
+PREFILL_WARPS = 8  # both prefill launches (companion.kernels.kda.PREFILL_WARPS)
 DECODE_SEQS = (1, 8, 32, 64, 128, 256)
 DECODE_BLOCK_V = (32, 16)
 VERIFY_SEQS = (1, 8, 32, 64)

@@ -1,4 +1,4 @@
-"""MLA decode suite: the Triton split-KV kernel (`validation.companion.kernels.mla_decode`) timed in CUDA graphs.
+"""MLA decode suite: the Triton split-KV kernel (`companion.kernels.mla_decode`) timed in CUDA graphs.
 
 Shapes are Kimi K3's MLA at TP8 (12 query heads per GPU, kv_lora 512 + rope 64, bf16 q and cache),
 one new token per sequence over a uniform history. Decode runs from CUDA graphs in serving engines,

@@ -1,6 +1,6 @@
 """Suite `occupancy`: does the occupancy model predict the step in time when shared memory per block grows?
 
-The probe (`validation.companion.kernels.occupancy_probe`) runs a fixed, latency-bound amount of work per
+The probe (`companion.kernels.occupancy_probe`) runs a fixed, latency-bound amount of work per
 program (a 256-step chase of dependent L2 loads after a small staged dot) on a grid of 8 programs
 per SM (1056 on the H200). Only its shared-memory reservation changes across the sweep, from 4 KiB
 to 224 KiB, through the dot's tile width BK and Triton's `num_stages`. Each row records the

@@ -1,0 +1,89 @@
+"""The bench's GPU-free parts: the collective sweep's timing plan, the multicast-off environment, and its
+entry point, which parses every sub-command and lists planned cases without importing torch."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+from companion.bench import collective_plan as mc
+from tests.conftest import ROOT
+
+
+def test_plan_bounds():
+    assert mc.plan(4096, 1e-9, "eager") == (200, mc.SAMPLES, mc.WARM_SAMPLES)
+    assert mc.plan(4096, 1.0, "eager")[0] == 20
+    assert mc.plan(4096, 1e-9, "graph")[0] == 50
+    assert mc.plan(4096, 1.0, "graph")[0] == 10
+    calls, samples, _ = mc.plan(64 << 20, 1e-3, "graph")
+    assert calls == 5 and samples >= 10
+    assert mc.plan(1 << 30, 3e-3, "eager")[:2] == (5, mc.LARGE_SAMPLES)
+    assert mc.SAMPLES >= 20
+
+
+def test_safe_env_is_forced():
+    env = {"NCCL_NVLS_ENABLE": "1"}
+    changed = mc.force_safe_env(env)
+    assert env == {"NCCL_NVLS_ENABLE": "0", "TORCH_SYMM_MEM_DISABLE_MULTICAST": "1", "NVSHMEM_DISABLE_NVLS": "1"}
+    assert set(changed) == set(env)
+    assert mc.force_safe_env(env) == []
+
+
+def test_the_entry_point_parses_every_command_without_torch():
+    code = ("import sys; from companion.bench.cli import COMMANDS, parser; parser(); "
+            "import companion.bench.collective_workers; print('torch' in sys.modules, sorted(COMMANDS))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    commands = "['collectives', 'engine-step', 'probes', 'quickreduce', 'sass-counts', 'suites']\n"
+    assert out.stdout.split(maxsplit=1) == ["False", commands]
+
+
+def test_profile_summary_reads_the_committed_source_pages():
+    """The counter summary groups the KDA intra kernel's straight-line set-up apart from its loop and counts its
+    shared wavefronts against the conflict-free count (NOTES: 2.2 times)."""
+    from companion.bench.profile_targets import source_pages, summary
+
+    path = str(ROOT / "validation" / "data" / "h200" / "ncu" / "kda_source.csv.gz")
+    pages = source_pages(path)
+    assert set(pages) == {"kda_intra_kernel", "kda_scan_kernel"}
+    setup = [r for r in pages["kda_intra_kernel"] if r["Instructions Executed"] == "1056"]
+    waves = sum(float(r["L1 Wavefronts Shared"]) for r in setup)
+    ideal = sum(float(r["L1 Wavefronts Shared Ideal"]) for r in setup)
+    assert 2.0 < waves / ideal < 2.4
+    text = summary(path)
+    assert "executed      1056x:  5255 instructions" in text and "kda_scan_kernel" in text
+
+
+def test_profile_targets_without_a_target_prints_usage():
+    out = subprocess.run([sys.executable, "-m", "companion.bench.profile_targets"], cwd=ROOT,
+                         capture_output=True, text=True)
+    assert out.returncode == 2 and "summary SOURCE.csv.gz" in out.stderr
+
+
+def test_engine_step_plan_lists_its_cases_without_a_gpu():
+    from validation import engine_steps
+
+    cases = engine_steps.cases()
+    assert len([c for c in cases if c.phase == "decode"]) >= 8 and len([c for c in cases if c.phase == "prefill"]) >= 4
+    assert len({c.label for c in cases}) == len(cases)
+    out = subprocess.run([sys.executable, "-m", "companion.bench", "engine-step", "--list"], cwd=ROOT,
+                         capture_output=True, text=True, check=True)
+    assert out.stdout.splitlines()[1] == "qwen3-32b_decode_8x1024 --decode 8x1024"
+    bad = subprocess.run([sys.executable, "-m", "companion.bench", "engine-step", "--list", "--only",
+                          "decode_8x1024", "decode_3x3"], cwd=ROOT, capture_output=True, text=True)
+    assert bad.returncode == 2 and "decode_3x3" in bad.stdout and "prefill_1x8192" in bad.stdout
+    recorded = (ROOT / "validation" / "data" / "h200" / "engine_step" / "engine_step.csv").read_text().splitlines()
+    assert recorded[0].split(",") == list(engine_steps.COLUMNS) and len(recorded) == len(cases) + 1
+
+
+def test_spaced_bench_takes_every_sample_in_every_round_with_gaps_between(monkeypatch):
+    from companion.bench import timing
+
+    calls, sleeps = [], []
+    monkeypatch.setattr(timing, "bench", lambda sample, ops, hide_host_gaps: calls.append((sample(), ops,
+                                                                                          hide_host_gaps)) or [ops])
+    monkeypatch.setattr(timing.time, "sleep", sleeps.append)
+    times = timing.spaced_bench({"a": (lambda: "a", 100), "b": (lambda: "b", 1000)}, rounds=3, gap_s=7.0)
+    # every round runs both samples, host gaps included; the rounds are 7 s apart (none before the first)
+    assert calls == [("a", 100, False), ("b", 1000, False)] * 3
+    assert sleeps == [7.0, 7.0]
+    assert times == {"a": [100, 100, 100], "b": [1000, 1000, 1000]}
