@@ -1,12 +1,13 @@
 """What AMDGCN assembly of a compiled kernel says: its instructions per wave outside and inside its loop (`count`)
 and one wave's static issue timeline (`wave_timeline`), in the form `compiled.sass_timing` simulates.
 
-The input is the assembly Triton's AMD backend writes (LLVM's AMDGPU printer), for gfx942 (CDNA3) or gfx950
-(CDNA4). LLVM marks each basic block of a loop with a comment (`; in Loop: Header=BB0_8 Depth=1`, the header
-`; =>This Inner Loop Header: Depth=1`): those blocks are the loop, everything else up to the last `s_endpgm` the
-prologue. Both sides of a branch are counted, in address order, as the SASS reader counts predicated
-instructions: Triton's masked loads compile to short branches around a load and a zero fill, so this counts a
-few instructions a masked row more than a wave issues. A kernel with a nested loop (Depth 2) is not read.
+The input is the assembly Triton's AMD backend writes (LLVM's AMDGPU printer), for gfx942 (CDNA3) or gfx950 (CDNA4).
+LLVM marks each basic block of a loop with a comment (`; in Loop: Header=BB0_8 Depth=1`, the header `; =>This Inner
+Loop Header: Depth=1`, on the line after the label when the block is named): those blocks are the loop, everything
+else up to the last `s_endpgm` the prologue. Both sides of a branch are counted, in address order, as the SASS
+reader counts predicated instructions: Triton's masked loads compile to short branches around a load and a zero
+fill, so this counts a few instructions a masked row more than a wave issues. A kernel with a nested loop (Depth 2)
+is not read.
 
 One wave issues in order, one instruction at least every `issue_interval_cycles()` (the arbiter visits a SIMD
 once every 4 cycles; `s_nop N` waits N + 1 wait states). A vector instruction holds its SIMD's vector ALU or
@@ -50,6 +51,11 @@ def _kernel_body(asm: str) -> list[tuple[str, int]]:
         if label:
             loop = _IN_LOOP.search(label.group(2))
             depth = int(loop.group(1)) if loop else 0
+            continue
+        if line.lstrip().startswith(";"):  # a named block (`; %Flow`) has its loop comment on the next line
+            loop = _IN_LOOP.search(line)
+            if loop:
+                depth = int(loop.group(1))
             continue
         text = line.split(";", 1)[0].strip()
         if not text or text.startswith("."):

@@ -11,6 +11,9 @@ SASS, `compiled.amdgcn_code.wave_timeline` for AMDGCN). It comes from one of two
   (`compiled.companion_sources.case`) and read; kept on disk under the user's cache folder, keyed by the
   companion's kernel sources, the readers' sources, the target and the Triton version.
 
+A user's own kernel (`infersim kernel --triton`, `compiled.triton_kernel`) is added under a name of its own with
+`add_case`; its code is compiled and read the same way, keyed by Triton's hash of its source instead.
+
 `kernel_code` returns None where neither can give the code (no Triton or PyTorch to load and compile the
 sources, a configuration the sources do not have, code the readers do not handle); `why_not` then says why.
 The product then times the kernel from its kind's analytic program and says so (`"program": "analytic"`).
@@ -25,7 +28,7 @@ from functools import cache
 from pathlib import Path
 
 from compiled import triton_build
-from compiled.companion_sources import KERNELS_DIR, case
+from compiled.companion_sources import KERNELS_DIR, Case, case
 from compiled.disk_cache import kept_json_on_disk
 from hwmodels.spec import load_gpu
 
@@ -35,6 +38,13 @@ TABLES = {"sm_90": "h200"}
 _READERS = ("sass_code.py", "sass_lanes.py", "amdgcn_code.py", "cdna_issue.py", "companion_sources.py",
             "triton_build.py", "kernel_code.py")
 _WHY_NOT: dict[tuple[str, str, str], str] = {}
+_ADDED: dict[tuple[str, str], Case] = {}  # user kernels by (name, configuration): `add_case`
+
+
+def add_case(kernel: str, config: str, added: Case) -> None:
+    """Make `kernel` at `config` a kernel whose code `kernel_code` gives: `added` is how it compiles. The name must
+    say which source it is (the user's kernels are named with Triton's hash of their source)."""
+    _ADDED[(kernel, config)] = added
 
 
 @cache
@@ -65,14 +75,24 @@ def _target(gpu_name: str) -> triton_build.Target | None:
         return None
 
 
-@cache
-def _sources_digest() -> str:
-    """A hash of the companion's kernel sources and of the modules that compile and read them."""
+def _digest(paths: list[Path]) -> str:
     digest = hashlib.sha256()
-    for path in sorted(KERNELS_DIR.glob("*.py")) + [Path(__file__).parent / name for name in _READERS]:
+    for path in paths:
         if path.is_file():
             digest.update(path.name.encode() + path.read_bytes())
     return digest.hexdigest()
+
+
+@cache
+def _sources_digest() -> str:
+    """A hash of the companion's kernel sources and of the modules that compile and read them."""
+    return _digest(sorted(KERNELS_DIR.glob("*.py")) + [Path(__file__).parent / name for name in _READERS])
+
+
+@cache
+def _readers_digest() -> str:
+    """A hash of the modules that compile and read a kernel."""
+    return _digest([Path(__file__).parent / name for name in _READERS])
 
 
 def _read(build: triton_build.Build, target: triton_build.Target) -> tuple[int, int, dict]:
@@ -87,7 +107,7 @@ def _read(build: triton_build.Build, target: triton_build.Target) -> tuple[int, 
 
 @kept_json_on_disk("kernel_code", lambda key, *_: key)
 def _compiled_record(key: str, target: triton_build.Target, kernel: str, config: str) -> dict:
-    c = case(kernel, config)
+    c = _ADDED.get((kernel, config)) or case(kernel, config)
     build = triton_build.build(c.fn, c.signature, c.constexprs, c.num_warps, c.aligned, c.num_stages, target)
     prologue, loop, timeline = _read(build, target)
     return {"kernel": kernel, "config": config, "target": target.arch, "num_warps": build.num_warps,
@@ -110,7 +130,9 @@ def kernel_code(gpu_name: str, kernel: str, config: str) -> dict | None:
     if not triton_build.available():
         _WHY_NOT[(gpu_name, kernel, config)] = "Triton is not installed (pip install 'infersim[triton]')"
         return None
-    key = repr((_sources_digest(), target, kernel, config, triton_build.triton_version()))
+    added = _ADDED.get((kernel, config))
+    source = _sources_digest() if added is None else added.fn.cache_key + _readers_digest()
+    key = repr((source, target, kernel, config, triton_build.triton_version()))
     try:
         return _compiled_record(key, target, kernel, config)
     except Exception as e:

@@ -39,6 +39,9 @@ def _instructions(sass: str) -> tuple[list[tuple[int, str]], dict[str, int]]:
 # An acquire read at GPU or system scope: what a loop polling a flag issues (`tl.atomic_add(flag, 0,
 # sem="acquire")` compiles to LDG.E.STRONG.SYS; a real atomic would be an ATOM/ATOMG).
 _SPIN_READ = re.compile(r"\b(?:LDG|LD|ATOMG|ATOM)\.[\w.]*STRONG\.(?:SYS|GPU)\b")
+# A loop that backs off with NANOSLEEP retries something that normally succeeds at once: on sm_100 the tensor
+# memory allocation of a tcgen05 kernel (UTCATOMSWS.FIND_AND_SET, retried after NANOSLEEP until columns are free).
+_BACK_OFF = re.compile(r"\bNANOSLEEP\b")
 # Unrolled copies of one tile loop (a `tl.static_range` over peers around it) differ by a few address
 # instructions; bodies further apart than this are different loops, which count() does not handle.
 _COPY_TOLERANCE = 0.1
@@ -47,11 +50,11 @@ _COPY_TOLERANCE = 0.1
 def count(sass: str) -> tuple[int, int]:
     """(prologue, loop body) instructions per thread on the main path.
 
-    A loop is a backward branch and the instructions from its target to it. A loop that polls a flag (an
-    acquire read at GPU or system scope, `_SPIN_READ`) is a spin-wait: counted once, in the prologue, as its
-    body runs when the flag is already set. The other loop is the kernel's loop; a kernel may hold several
-    disjoint copies of it (unrolled by a static loop around it, e.g. one per peer rank): the loop body is then
-    their mean per iteration (rounded half up) and the prologue everything outside them.
+    A loop is a backward branch and the instructions from its target to it. A loop that polls a flag (an acquire
+    read at GPU or system scope, `_SPIN_READ`) or retries after a back-off (`_BACK_OFF`) is a spin-wait: counted
+    once, in the prologue, as its body runs when the flag is already set. The other loop is the kernel's loop; a
+    kernel may hold several disjoint copies of it (unrolled by a static loop around it, e.g. one per peer rank): the
+    loop body is then their mean per iteration (rounded half up) and the prologue everything outside them.
     """
     main, labels = _main_path(sass)
 
@@ -83,7 +86,7 @@ def _tile_loops(main: list[tuple[int, str]], labels: dict[str, int]) -> list[tup
         if target and labels[target.group(1)] < a:
             loops.append((labels[target.group(1)], a))
     tile = [(start, end) for start, end in loops
-            if not any(_SPIN_READ.search(t) for a, t in main if start <= a <= end)]
+            if not any(_SPIN_READ.search(t) or _BACK_OFF.search(t) for a, t in main if start <= a <= end)]
     for s1, e1 in tile:
         for s2, e2 in tile:
             if (s1, e1) != (s2, e2) and s1 <= s2 and e2 <= e1:

@@ -202,9 +202,21 @@ def _parser() -> argparse.ArgumentParser:
 
     kern = sub.add_parser("kernel", help="predict one kernel's time on one GPU")
     kern.add_argument("--hw", required=True, help="GPU name, e.g. mi355x, h200")
-    kern.add_argument("kind", help="kernel kind: " + ", ".join(queries.kernel_kinds()))
+    kern.add_argument("kind", nargs="?", default=None,
+                      help="kernel kind: " + ", ".join(queries.kernel_kinds()) + " (or --triton)")
     kern.add_argument("--param", action="append", default=[], metavar="KEY=VALUE",
                       help="a kernel shape or option; repeat for each")
+    kern.add_argument("--triton", default=None, metavar="FILE.py:KERNEL",
+                      help="instead of a kind: your own @triton.jit kernel, compiled for the GPU and timed from its "
+                           "code (needs pip install 'infersim[triton]'); give --grid and every argument with --arg")
+    kern.add_argument("--grid", default=None, metavar="X[,Y[,Z]]", help="with --triton: programs along each axis")
+    kern.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
+                      help="with --triton: a kernel argument; a tensor as dtype[shape] (bf16[4096,4096]; an integer "
+                           "tensor may add =FILL, e.g. lens=i32[64]=8192), an int, a float or True/False; "
+                           "repeat for each")
+    kern.add_argument("--num-warps", type=int, default=4, help="with --triton: warps per program (default 4)")
+    kern.add_argument("--num-stages", type=int, default=None,
+                      help="with --triton: software-pipeline stages (default Triton's: 3 on NVIDIA, 2 on AMD)")
     kern.add_argument("--launch", choices=["eager", "graph", "queued"], default="eager",
                       help="eager launches, nodes of a captured graph, or eager launches queued ahead of the GPU "
                            "(the host's cost hidden) (default eager)")
@@ -325,7 +337,21 @@ def _dispatch(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         result = queries.occupancy_query(args.hw, lds_bytes=args.lds_bytes, threads=args.threads,
                                          vgprs=args.vgprs)
         return result, f"Occupancy on {args.hw}"
+    if args.command == "kernel" and args.triton is not None:
+        if args.kind is not None or args.param:
+            raise UserError("kernel: --triton replaces the kind and its --param; give one or the other")
+        if args.grid is None:
+            raise UserError("kernel --triton: give the grid with --grid X[,Y[,Z]]")
+        result = queries.triton_kernel_query(args.hw, args.triton, args.grid, args.arg, num_warps=args.num_warps,
+                                             num_stages=args.num_stages, launch=args.launch,
+                                             calibration=args.calibration)
+        return result, f"{args.triton} on {args.hw}"
     if args.command == "kernel":
+        if args.kind is None:
+            kinds = ", ".join(queries.kernel_kinds())
+            raise UserError(f"kernel: give a kind ({kinds}) or --triton FILE.py:KERNEL")
+        if args.grid is not None or args.arg:
+            raise UserError("kernel: --grid and --arg go with --triton; a kind takes --param")
         params = _parse_params(args.param)
         result = queries.kernel_query(args.hw, args.kind, params, launch=args.launch,
                                       calibration=args.calibration)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import dataclasses
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import Enum
 from typing import Any
 
@@ -175,6 +175,49 @@ def kernel_query(hw: str, kind: str, params: Mapping[str, str], *, launch: str =
         "bound": main.bound.value,
         "launches": [_launch_row(work, t) for work, t in zip(launches, times, strict=True)],
         **({"tiles": tiles.as_dict()} if tiles is not None else {}),
+    }
+
+
+def triton_kernel_query(hw: str, spec: str, grid: str, args: Sequence[str], *, num_warps: int = 4,
+                        num_stages: int | None = None, launch: str = "eager",
+                        calibration: str | None = None) -> dict[str, Any]:
+    """Predicted time of a user's own Triton kernel (`compiled.triton_kernel`): compiled for the GPU, its trips and
+    bytes counted in Triton's interpreter, timed as every kernel is."""
+    from compiled.triton_kernel import parse_args, parse_grid, triton_launch
+
+    gpu = load_gpu(hw)
+    calib = load_calibration(gpu.name, calibration)
+    mode = LaunchMode(launch)
+    found = triton_launch(spec, parse_grid(grid), parse_args(args), gpu, num_warps, num_stages)
+    t = kernel_time(found.work, gpu, calib, mode)
+    counts = found.counts
+    return {
+        "hw": gpu.name,
+        "kind": "triton",
+        "kernel": spec,
+        "grid": list(found.grid),
+        "args": list(args),
+        "launch_mode": mode.value,
+        "program": "compiled",
+        "compiled_code": [found.code],
+        "calibration": calib.name,
+        "cost_model": calib.cost_model.value,
+        "interpreted": {"programs": len(counts.programs), "of": found.work.workgroups,
+                        "loop_trips_min": min(counts.trips, default=0),
+                        "loop_trips_max": max(counts.trips, default=0)},
+        "time_s": t.time_s,
+        "floor_s": t.floor_s,
+        "flop": found.work.flop,
+        "flop_by_dtype": {d.value: v for d, v in found.work.flop_by_dtype.items()},
+        "bytes": found.work.bytes,
+        "read_bytes": found.work.read_bytes,
+        "write_bytes": found.work.write_bytes,
+        "workgroups": found.work.workgroups,
+        "waves": t.waves,
+        "workgroups_per_cu": t.occupancy.workgroups_per_cu if t.occupancy else 0,
+        "limiter": t.occupancy.limiter.value if t.occupancy else None,
+        "bound": t.bound.value,
+        "launches": [_launch_row(found.work, t)],
     }
 
 

@@ -1,0 +1,177 @@
+"""`infersim kernel --triton`: a kernel written here, compiled for each GPU's instruction set and timed from its code,
+its trips and bytes counted in Triton's interpreter."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+
+from compiled import triton_build
+from compiled.triton_kernel import (
+    SECTOR_BYTES,
+    TensorArg,
+    TritonKernelError,
+    parse_arg,
+    parse_grid,
+    triton_launch,
+)
+from hwmodels.calibration import load_calibration
+from hwmodels.dtypes import Dtype
+from hwmodels.roofline import LaunchMode, kernel_time
+from hwmodels.spec import load_gpu
+from infersim.cli import main
+
+pytestmark = pytest.mark.skipif(not triton_build.available(), reason="needs Triton (pip install 'infersim[triton]')")
+
+KERNELS = '''
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def scale_add(x, y, out, n, alpha, BLOCK: tl.constexpr):
+    offs = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)
+    mask = offs < n
+    tl.store(out + offs, alpha * tl.load(x + offs, mask=mask) + tl.load(y + offs, mask=mask), mask=mask)
+
+
+@triton.jit
+def _tile(a, b, rm, rn, rk, k, lda, ldb):
+    x = tl.load(a + rm[:, None] * lda + (k + rk)[None, :])
+    return tl.dot(x, tl.load(b + (k + rk)[:, None] * ldb + rn[None, :]))
+
+
+@triton.jit
+def matmul(a, b, c, K, lda, ldb, ldc, BM: tl.constexpr, BN: tl.constexpr, BK: tl.constexpr):
+    rm = tl.program_id(0) * BM + tl.arange(0, BM)
+    rn = tl.program_id(1) * BN + tl.arange(0, BN)
+    rk = tl.arange(0, BK)
+    acc = tl.zeros((BM, BN), dtype=tl.float32)
+    for k in range(0, K, BK):
+        acc += _tile(a, b, rm, rn, rk, k, lda, ldb)
+    tl.store(c + rm[:, None] * ldc + rn[None, :], acc.to(tl.bfloat16))
+
+
+@triton.jit
+def row_sums(x, out, cols, BLOCK: tl.constexpr):
+    row = tl.program_id(0)
+    total = tl.zeros((BLOCK,), dtype=tl.float32)
+    for start in range(0, tl.load(cols + row), BLOCK):
+        total += tl.load(x + row * 4096 + start + tl.arange(0, BLOCK)).to(tl.float32)
+    tl.store(out + row, tl.sum(total))
+
+
+@triton.jit
+def two_loops(x, n, BLOCK: tl.constexpr):
+    for i in range(0, n, BLOCK):
+        tl.store(x + i + tl.arange(0, BLOCK), 1.0)
+    for i in range(0, n, BLOCK):
+        tl.store(x + i + tl.arange(0, BLOCK), 2.0)
+'''
+
+TARGETS = {"h200": "sm_90", "b300": "sm_103", "mi355x": "gfx950"}
+
+
+@pytest.fixture(scope="module")
+def kernels(tmp_path_factory):
+    path = tmp_path_factory.mktemp("user") / "my_kernels.py"
+    path.write_text(textwrap.dedent(KERNELS))
+    return path
+
+
+def _matmul_args(m: int, n: int, k: int) -> dict[str, object]:
+    return {"a": TensorArg("bf16", (m, k)), "b": TensorArg("bf16", (k, n)), "c": TensorArg("bf16", (m, n)),
+            "K": k, "lda": k, "ldb": n, "ldc": n, "BM": 64, "BN": 64, "BK": 32}
+
+
+@pytest.mark.parametrize("hw", list(TARGETS))
+def test_a_kernel_written_here_is_predicted_from_its_code_on_each_gpu(kernels, hw, capsys):
+    n = 3 * 2**18 + 5  # not a whole number of blocks: the last program is masked
+    argv = ["kernel", "--hw", hw, "--triton", f"{kernels}:scale_add", "--grid", str(-(-n // 1024)),
+            "--arg", f"x=fp32[{n}]", "--arg", f"y=fp32[{n}]", "--arg", f"out=fp32[{n}]", "--arg", f"n={n}",
+            "--arg", "alpha=0.5", "--arg", "BLOCK=1024", "--launch", "graph", "--json"]
+    assert main(argv) == 0
+    out = json.loads(capsys.readouterr().out)
+    (code,) = out["compiled_code"]
+    assert out["program"] == "compiled" and code["target"] == TARGETS[hw] and code["origin"] == "compiled"
+    assert code["registers"] > 0 and code["prologue_instructions"] > 0 and code["loop_instructions"] == 0
+    # every byte of the three tensors moves once, to the sector
+    assert out["read_bytes"] == pytest.approx(2 * 4 * n, abs=2 * SECTOR_BYTES)
+    assert out["write_bytes"] == pytest.approx(4 * n, abs=SECTOR_BYTES)
+    gpu = load_gpu(hw)
+    # a streaming kernel of 9 MiB: under the HBM's peak, within a few launch latencies of it
+    streamed_s = out["bytes"] / gpu.hbm_bandwidth_bytes_per_s
+    assert streamed_s < out["time_s"] < 5 * streamed_s + 20e-6
+
+
+@pytest.mark.parametrize("hw", list(TARGETS))
+def test_the_loop_trips_flop_and_bytes_of_a_tiled_matmul_are_counted(kernels, hw):
+    m, n, k = 128, 192, 512
+    gpu = load_gpu(hw)
+    found = triton_launch(f"{kernels}:matmul", parse_grid(f"{m // 64},{n // 64}"), _matmul_args(m, n, k), gpu)
+    assert found.counts.trips == [k // 32] * 6  # every program, the loop's body in a called function
+    assert found.work.flop_by_dtype == {Dtype.BF16: 2.0 * m * n * k}
+    assert found.work.read_bytes == 2 * (m * k + k * n) and found.work.write_bytes == 2 * m * n
+    program = found.work.program
+    assert program.trips == k // 32 and program.trip_load_bytes == 2 * (64 * 32 + 32 * 64)
+    assert program.reuse == pytest.approx(6 * (k // 32) * program.trip_load_bytes / found.work.read_bytes)
+    assert found.code["loop_instructions"] > 0 and found.code["shared_bytes"] > 0
+    calib = load_calibration(gpu.name, None)
+    small = kernel_time(found.work, gpu, calib, LaunchMode.GRAPH).time_s
+    longer = triton_launch(f"{kernels}:matmul", parse_grid(f"{m // 64},{n // 64}"), _matmul_args(m, n, 4 * k), gpu)
+    assert kernel_time(longer.work, gpu, calib, LaunchMode.GRAPH).time_s > 2 * small
+
+
+def test_uneven_trips_over_the_grid_are_read_from_an_integer_tensor(kernels):
+    """A loop bounded by a value the kernel loads: trips follow the tensor's fill, here 2048 / 256 = 8."""
+    found = triton_launch(f"{kernels}:row_sums", (64, 1, 1),
+                          {"x": TensorArg("fp16", (64, 4096)), "out": TensorArg("fp32", (64,)),
+                           "cols": TensorArg("i32", (64,), fill=2048), "BLOCK": 256}, load_gpu("h200"))
+    assert found.counts.trips == [8] * 32 and len(found.counts.programs) == 32  # 32 of the 64 programs
+    # half of each row is read, scaled from the interpreted programs to the grid
+    assert found.work.read_bytes == pytest.approx(64 * 2048 * 2 + 64 * 4, rel=0.01)
+
+
+def test_bad_input_names_the_problem(kernels, capsys):
+    base = ["kernel", "--hw", "h200", "--triton", f"{kernels}:scale_add", "--grid", "4"]
+    good = ["--arg", "x=fp32[4096]", "--arg", "y=fp32[4096]", "--arg", "n=4096", "--arg", "alpha=1.0",
+            "--arg", "BLOCK=1024"]
+    cases = [
+        (base + good + ["--arg", "out=fp32[1000]"], "after the last of out"),
+        (base + good, "needs --arg out="),
+        (base + good + ["--arg", "out=fp32[4096]", "--arg", "beta=2"], "no parameter beta"),
+        (base + good + ["--arg", "out=fp99[4096]"], "unknown datatype 'fp99'"),
+        (base + good + ["--arg", "out=fp32[0]"], "positive sizes"),
+        (["kernel", "--hw", "h200", "--triton", f"{kernels}:nothing", "--grid", "4"], "has no nothing"),
+        (["kernel", "--hw", "h200", "--triton", f"{kernels}:two_loops", "--grid", "1", "--arg", "x=fp32[64]",
+          "--arg", "n=64", "--arg", "BLOCK=32"], "2 loops"),
+        (["kernel", "--hw", "h200", "--triton", f"{kernels}:scale_add"], "--grid"),
+        (["kernel", "--hw", "h200", "gemm", "--triton", f"{kernels}:scale_add", "--grid", "1"], "one or the other"),
+        (base + good + ["--arg", "out=fp32[4096]", "--num-warps", "3"], "power of two"),
+    ]
+    for argv, message in cases:
+        assert main(argv) == 2, argv
+        err = capsys.readouterr().err
+        assert message in err and "Traceback" not in err, (argv, err)
+
+
+def test_without_triton_the_option_says_how_to_get_it(kernels, monkeypatch):
+    monkeypatch.setattr(triton_build, "available", lambda: False)
+    with pytest.raises(TritonKernelError, match=r"infersim\[triton\]"):
+        triton_launch(f"{kernels}:scale_add", (1, 1, 1), {}, load_gpu("h200"))
+
+
+def test_arguments_parse_as_tensors_numbers_and_flags():
+    assert parse_arg("x=bf16[4096, 512]") == ("x", TensorArg("bf16", (4096, 512)))
+    assert parse_arg("lens=i32[8]=1024") == ("lens", TensorArg("i32", (8,), 1024))
+    assert parse_arg("n=4096") == ("n", 4096) and parse_arg("s=0.125") == ("s", 0.125)
+    assert parse_arg("CAUSAL=True") == ("CAUSAL", True)
+    assert parse_grid("8") == (8, 1, 1) and parse_grid("4,2,3") == (4, 2, 3)
+    for bad in ("x", "=3", "x=bf16[4]=2", "x=hello"):
+        with pytest.raises(TritonKernelError):
+            parse_arg(bad)
+    for bad in ("0", "1,2,3,4", "a"):
+        with pytest.raises(TritonKernelError):
+            parse_grid(bad)
