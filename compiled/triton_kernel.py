@@ -14,11 +14,13 @@ Triton's interpreter on tensors of the given shapes (`count`):
 - HBM bytes are the distinct 32-byte sectors of each tensor that the programs touch (L2 serves the repeats),
   capped at the tensor's size.
 
-Programs interpreted: all of a grid of at most `INTERPRETED_PROGRAMS`, else that many spread evenly over the grid.
+Programs interpreted: all of a grid of at most `INTERPRETED_PROGRAMS`, else that many spread evenly over the grid,
+fewer for programs with long loops (`INTERPRETED_TRIPS`).
 Then the first and the last program stand for themselves (the last is often a masked remainder) and each one between
 for an even share of the programs between: counts, FLOP and the sectors each adds are weighted so. Float tensors
-hold random normal values; integer tensors hold the value given after `=` in their argument (`lens=i32[64]=8192`; 0
-by default), so index tensors stay in bounds.
+hold random normal values (given to each sector as a program first touches it, so untouched parts of a large tensor
+cost nothing); integer tensors hold the value given after `=` in their argument (`lens=i32[64]=8192`; 0 by default),
+so index tensors stay in bounds.
 
 The launch is then a `Work` with a workgroup `Program` (trips, bytes per trip and outside the loop, the compiled
 instructions and simulated cycles: `compiled.kernel._timed`), timed by `hwmodels.roofline.kernel_time` in the
@@ -54,6 +56,7 @@ from hwmodels.work import Work
 # Programs run in the interpreter to count trips and bytes: enough to see how trips and bytes vary over the grid,
 # few enough to take seconds (an assumption; every program of a smaller grid is run).
 INTERPRETED_PROGRAMS = 32
+INTERPRETED_TRIPS = 256  # ... and loop trips, in all: a second or two of Triton's interpreter (an assumption)
 SECTOR_BYTES = 32  # DRAM and L2 move 32-byte sectors (NVIDIA's L2 sector; a CDNA L2 request is 64 bytes or more)
 MAX_TENSOR_BYTES = 16 * 2**30  # tensors allocated on the host to interpret the kernel, at most (an assumption)
 _ALIGN = 256  # tensor arguments are allocated 256-byte aligned, as PyTorch's CUDA caching allocator does
@@ -276,22 +279,28 @@ class Counts:
 
 
 class _Memory:
-    """Host buffers for the tensor arguments, and the sectors of each that the programs touch."""
+    """Host buffers for the tensor arguments, and the sectors of each that the programs touch.
+
+    Buffers are allocated zeroed and untouched (the operating system maps their pages when first used), so a
+    large tensor costs nothing the interpreted programs do not touch. Float tensors get their random values a
+    sector at a time, when a program first touches it (`_values`); integer tensors hold their fill value."""
 
     def __init__(self, tensors: Mapping[str, TensorArg], rng: np.random.Generator) -> None:
         total = sum(t.nbytes for t in tensors.values())
         if total > MAX_TENSOR_BYTES:
             raise TritonKernelError(f"the tensor arguments take {total / 2**30:.1f} GiB; interpreting the kernel "
                                     f"allocates them on the host, at most {MAX_TENSOR_BYTES / 2**30:.0f} GiB")
-        self.names = list(tensors)
-        self.raw = [np.empty(t.nbytes + _ALIGN, np.uint8) for t in tensors.values()]
+        self.names, self.tensors, self.rng = list(tensors), list(tensors.values()), rng
+        self.raw = [np.zeros(t.nbytes + _ALIGN, np.uint8) for t in self.tensors]
         self.starts = np.array([(-r.ctypes.data) % _ALIGN + r.ctypes.data for r in self.raw], dtype=np.uint64)
-        self.ends = self.starts + np.array([t.nbytes for t in tensors.values()], dtype=np.uint64)
-        self.touched = [np.zeros(-(-t.nbytes // SECTOR_BYTES), bool) for t in tensors.values()]
-        for raw, start, t in zip(self.raw, self.starts, tensors.values(), strict=True):
+        self.ends = self.starts + np.array([t.nbytes for t in self.tensors], dtype=np.uint64)
+        self.touched = [np.zeros(-(-t.nbytes // SECTOR_BYTES), bool) for t in self.tensors]
+        self.views = []
+        for raw, start, t in zip(self.raw, self.starts, self.tensors, strict=True):
             offset = int(start) - raw.ctypes.data
-            view = raw[offset:offset + t.nbytes].view(TENSOR_DTYPES[t.dtype][1])
-            _fill(view, t, rng)
+            self.views.append(raw[offset:offset + t.nbytes])
+            if t.dtype not in _FLOAT_STORAGE and not t.dtype.startswith("fp8") and t.fill:
+                self.views[-1].view(TENSOR_DTYPES[t.dtype][1])[:] = t.fill
         order = np.argsort(self.starts)
         self.order, self.sorted_starts = order, self.starts[order]
 
@@ -303,8 +312,8 @@ class _Memory:
         return int(self.starts[self.names.index(name)])
 
     def touch(self, addresses: np.ndarray, itemsize: int, where: str) -> set[str]:
-        """Mark the sectors the addresses cover; the tensors touched. Raises for an address outside them all,
-        saying `where` it was made."""
+        """Mark the sectors the addresses cover, giving a float tensor's sectors their values on first touch; the
+        tensors touched. Raises for an address outside them all, saying `where` it was made."""
         if addresses.size == 0:
             return set()
         slot = np.searchsorted(self.sorted_starts, addresses, side="right").astype(np.int64) - 1
@@ -325,26 +334,33 @@ class _Memory:
         names = set()
         for i in np.unique(index):
             mine = addresses[index == i] - self.starts[i]
-            self.touched[i][(mine // np.uint64(SECTOR_BYTES)).astype(np.int64)] = True
-            self.touched[i][((mine + np.uint64(itemsize - 1)) // np.uint64(SECTOR_BYTES)).astype(np.int64)] = True
+            sectors = np.unique(np.concatenate([mine // np.uint64(SECTOR_BYTES),
+                                                (mine + np.uint64(itemsize - 1)) // np.uint64(SECTOR_BYTES)]))
+            sectors = sectors.astype(np.int64)
+            fresh = sectors[~self.touched[i][sectors]]
+            if fresh.size:
+                self._values(int(i), fresh)
+            self.touched[i][sectors] = True
             names.add(self.names[i])
         return names
 
-
-def _fill(view: np.ndarray, t: TensorArg, rng: np.random.Generator) -> None:
-    """Random normal values in float tensors (a block repeated over large ones), finite small values in fp8 ones,
-    the fill value in integer ones."""
-    block = min(view.size, 1 << 20)
-    if t.dtype in _FLOAT_STORAGE:
-        values = rng.standard_normal(block).astype(np.float32)
-        if t.dtype == "bf16":
-            values = (values.view(np.uint32) >> 16).astype(np.uint16)
-        view[:] = np.resize(values.astype(view.dtype, copy=False), view.size)
-    elif t.dtype.startswith("fp8"):
-        magnitudes = rng.integers(0x18, 0x48, block, dtype=np.uint8)  # finite in every fp8 format
-        view[:] = np.resize(magnitudes | (rng.integers(0, 2, block, dtype=np.uint8) << 7), view.size)
-    else:
-        view[:] = t.fill
+    def _values(self, i: int, sectors: np.ndarray) -> None:
+        """Random values in the sectors of float tensor `i` (normal; fp8: finite small magnitudes)."""
+        t, raw = self.tensors[i], self.views[i]
+        if t.dtype not in _FLOAT_STORAGE and not t.dtype.startswith("fp8"):
+            return
+        offsets = (sectors[:, None] * SECTOR_BYTES + np.arange(SECTOR_BYTES)[None, :]).ravel()
+        offsets = offsets[offsets < raw.size]
+        storage = np.dtype(TENSOR_DTYPES[t.dtype][1])
+        elements = np.unique(offsets // storage.itemsize)
+        if t.dtype.startswith("fp8"):
+            values = (self.rng.integers(0x18, 0x48, elements.size, dtype=np.uint8)  # finite in every fp8 format
+                      | (self.rng.integers(0, 2, elements.size, dtype=np.uint8) << 7))
+        else:
+            normal = self.rng.standard_normal(elements.size).astype(np.float32)
+            values = ((normal.view(np.uint32) >> 16).astype(np.uint16) if t.dtype == "bf16"
+                      else normal.astype(storage))
+        raw.view(storage)[elements] = values
 
 
 def _dot_dtype(tt_dtype: object, input_precision: object) -> Dtype:
@@ -368,14 +384,15 @@ def count(jit: object, loop: Loop | None, grid: tuple[int, int, int], args: Mapp
 
     fn = tri.InterpretedFunction(jit.fn).rewrite()
     code_of_kernel = fn.__code__
-    helpers: dict[object, object] = {}
+    helpers: dict[int, object] = {}
     scopes = []  # the language patched for each function run (restored after: compiling must see it unpatched)
 
     def interpreted_call(self, *a, **k):
-        if self not in helpers:
+        key = id(self)  # not the function itself: its hash reads its source, which the patched language breaks
+        if key not in helpers:
             scopes.append(tri._patch_lang(self.fn))
-            helpers[self] = tri.InterpretedFunction(self.fn).rewrite()
-        return helpers[self](*a, **k)
+            helpers[key] = tri.InterpretedFunction(self.fn).rewrite()
+        return helpers[key](*a, **k)
 
     tensors = {n: v for n, v in args.items() if isinstance(v, TensorArg)}
     memory = _Memory(tensors, np.random.default_rng(seed))
@@ -465,10 +482,18 @@ def count(jit: object, loop: Loop | None, grid: tuple[int, int, int], args: Mapp
         else:
             converted[name] = tri._implicit_cvt(value)
     programs = grid[0] * grid[1] * grid[2]
-    runs = min(programs, INTERPRETED_PROGRAMS)
-    chosen = sorted({round(i * (programs - 1) / max(1, runs - 1)) for i in range(runs)})
-    between = 1.0 if len(chosen) == programs else (programs - 2) / (len(chosen) - 2)
     snapshots = []  # sectors touched after the first program and before the last
+
+    def run(linear: int, weight: float) -> None:
+        x, rest = linear % grid[0], linear // grid[0]
+        builder.set_grid_idx(x, rest % grid[1], rest // grid[1])
+        program[:] = linear, weight
+        sites.clear()
+        with np.errstate(all="ignore"):  # the kernel's own arithmetic on random values: not this run's concern
+            fn(**converted)
+        counts.programs.append(linear)
+        counts.weights.append(weight)
+        counts.trips.append(max(sites.values(), default=0))
     scopes.append(tri._patch_lang(fn))
     jit_call = JITFunction.__call__
     JITFunction.__call__ = interpreted_call
@@ -478,19 +503,15 @@ def count(jit: object, loop: Loop | None, grid: tuple[int, int, int], args: Mapp
         setattr(builder, n, f)
     try:
         builder.set_grid_dim(*grid)
-        for i, linear in enumerate(chosen):
-            x, rest = linear % grid[0], linear // grid[0]
-            builder.set_grid_idx(x, rest % grid[1], rest // grid[1])
-            if i == len(chosen) - 1 and len(chosen) > 1:
-                snapshots.append(memory.sectors())
-            program[:] = linear, (1.0 if i in (0, len(chosen) - 1) else between)
-            sites.clear()
-            fn(**converted)
-            counts.programs.append(linear)
-            counts.weights.append(program[1])
-            counts.trips.append(max(sites.values(), default=0))
-            if i == 0:
-                snapshots.append(memory.sectors())
+        run(0, 1.0)
+        snapshots.append(memory.sectors())
+        chosen = _programs(programs, counts.trips[0])
+        between = 1.0 if len(chosen) == programs else (programs - 2) / (len(chosen) - 2)
+        for linear in chosen[1:-1]:
+            run(linear, between)
+        snapshots.append(memory.sectors())
+        if programs > 1:
+            run(programs - 1, 1.0)
     except TritonKernelError:
         raise
     except Exception as e:
@@ -503,10 +524,18 @@ def count(jit: object, loop: Loop | None, grid: tuple[int, int, int], args: Mapp
         for scope in reversed(scopes):
             scope.restore()
     final = memory.sectors()
-    first, before_last = snapshots[0], snapshots[-1]
+    first, before_last = snapshots
     counts.sectors = {n: first[n] + (before_last[n] - first[n]) * between + (final[n] - before_last[n])
                       for n in memory.names}
     return counts
+
+
+def _programs(programs: int, first_trips: int) -> list[int]:
+    """The programs to interpret, in order, the first and last included: every one of a small grid, else as many as
+    `INTERPRETED_TRIPS` loop trips allow at the first program's trips (at least 3, at most `INTERPRETED_PROGRAMS`),
+    spread evenly. Chosen from counts alone, so a prediction does not depend on how fast this machine is."""
+    runs = min(programs, INTERPRETED_PROGRAMS, max(3, INTERPRETED_TRIPS // max(1, first_trips)))
+    return sorted({round(i * (programs - 1) / max(1, runs - 1)) for i in range(runs)})
 
 
 # --- The launch --------------------------------------------------------------------------------------------------
