@@ -81,6 +81,28 @@ def _sections(asm: str) -> tuple[list[str], list[str], int]:
             inside[0])
 
 
+# Bytes one lane moves with a global or buffer memory instruction, by its name's width.
+_AMD_WIDTH = (("dwordx4", 16), ("b128", 16), ("dwordx3", 12), ("b96", 12), ("dwordx2", 8), ("b64", 8),
+              ("dword", 4), ("b32", 4), ("short", 2), ("b16", 2), ("byte", 1), ("b8", 1))
+
+
+def _lane_bytes(op: str) -> int:
+    return next((n for name, n in _AMD_WIDTH if name in op), 4)
+
+
+def loop_bytes(asm: str) -> tuple[float, float] | None:
+    """(bytes loaded, bytes stored) by one lane in one trip of the kernel's loop: its global and buffer loads and
+    stores (atomics left out). None without a loop."""
+    _, loop, _ = _sections(asm)
+    if not loop:
+        return None
+    ops = [text.split()[0] for text in loop]
+    memory = [op for op in ops if op.startswith(("global_", "buffer_")) and "atomic" not in op]
+    loads = sum(_lane_bytes(op) for op in memory if "_load" in op)
+    stores = sum(_lane_bytes(op) for op in memory if "_store" in op)
+    return float(loads), float(stores)
+
+
 def count(asm: str) -> tuple[int, int]:
     """(instructions outside the loop, instructions per loop iteration) of one wave."""
     prologue, loop, _ = _sections(asm)

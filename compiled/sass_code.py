@@ -94,6 +94,32 @@ def _tile_loops(main: list[tuple[int, str]], labels: dict[str, int]) -> list[tup
     return tile
 
 
+# Bytes one thread moves with a global memory instruction, by its width suffix (32 bits without one).
+_WIDTH_BYTES = {"128": 16, "64": 8, "U16": 2, "S16": 2, "U8": 1, "S8": 1}
+_GLOBAL_LOAD = re.compile(r"\b(?:LDG|LDGSTS)\.([\w.]+)")
+_GLOBAL_STORE = re.compile(r"\bSTG\.([\w.]+)")
+
+
+def _width(suffixes: str) -> int:
+    return next((_WIDTH_BYTES[p] for p in suffixes.split(".") if p in _WIDTH_BYTES), 4)
+
+
+def loop_bytes(sass: str) -> tuple[float, float] | None:
+    """(bytes loaded, bytes stored) by one thread in one trip of the kernel's loop (the mean over its copies):
+    global loads and cp.async copies (LDG, LDGSTS) and stores (STG). None without a loop, or when the loop loads
+    through the tensor-memory accelerator (UTMALDG), whose bytes per thread its text does not say."""
+    main, labels = _main_path(sass)
+    tile = _tile_loops(main, labels)
+    if not tile:
+        return None
+    body = [t for a, t in main if any(start <= a <= end for start, end in tile)]
+    if any("UTMALDG" in t or "UBLKCP" in t for t in body):
+        return None
+    loads = sum(_width(m.group(1)) for t in body if (m := _GLOBAL_LOAD.search(t)))
+    stores = sum(_width(m.group(1)) for t in body if (m := _GLOBAL_STORE.search(t)))
+    return loads / len(tile), stores / len(tile)
+
+
 # --- One warp's issue timeline, from the control codes -------------------------------------------------------
 #
 # Every Volta+ instruction is 128 bits; `nvdisasm -hex` prints it as two 64-bit words, the second on the next

@@ -550,6 +550,7 @@ class TritonLaunch:
     code: dict  # `compiled.kernel_code` record (timeline left out)
     counts: Counts
     grid: tuple[int, int, int]
+    unroll: int = 1  # source loop trips one compiled trip runs (`unrolled`)
 
 
 def _hbm_bytes(counts: Counts, args: Mapping[str, object]) -> tuple[float, float]:
@@ -602,23 +603,53 @@ def triton_launch(spec: str, grid: tuple[int, int, int], args: Mapping[str, obje
                                 "it calls is not counted yet")
     counts = count(jit, loop, grid, args, set(case.constexprs))
     programs = grid[0] * grid[1] * grid[2]
-    work = _work(counts, code, args, programs, case, gpu, kernel, config)
-    return TritonLaunch(spec, work, {k: v for k, v in code.items() if k != "timeline"}, counts, grid)
+    build = triton_build.build(case.fn, case.signature, case.constexprs, case.num_warps, case.aligned,
+                               case.num_stages, target)
+    unroll = unrolled(build.asm, target, counts, code["num_warps"] * gpu.wave_size)
+    work = _work(counts, code, args, programs, case, gpu, kernel, config, unroll)
+    return TritonLaunch(spec, work, {k: v for k, v in code.items() if k != "timeline"}, counts, grid, unroll)
+
+
+# A compiled loop trip whose global bytes per thread are this close to a whole multiple (2 or more) of the source
+# loop's is that many source trips unrolled (an assumption: a looser match would take a partly masked trip for one).
+UNROLL_TOLERANCE = 0.1
+
+
+def unrolled(asm: str, target: triton_build.Target, counts: Counts, threads: int) -> int:
+    """How many trips of the kernel's source loop one trip of its compiled loop runs: LLVM unrolls short loops
+    (4 times is common for a streaming reduction), which the source trip count does not see. Read off the global
+    bytes one thread moves in a compiled trip against what one source trip moves (the interpreter's count); 1
+    when they do not say (no loop, bytes the code does not show, no whole multiple)."""
+    from compiled import amdgcn_code, sass_code
+
+    moved = (sass_code.loop_bytes(asm) if target.backend == "cuda" else amdgcn_code.loop_bytes(asm))
+    trips = sum(w * t for w, t in zip(counts.weights, counts.trips, strict=True))
+    if moved is None or trips <= 0:
+        return 1
+    for compiled_bytes, source_bytes in zip(moved, (counts.load_in_loop, counts.store_in_loop), strict=True):
+        per_thread = source_bytes / trips / threads
+        if compiled_bytes > 0 and per_thread > 0:
+            ratio = compiled_bytes / per_thread
+            factor = round(ratio)
+            return factor if factor >= 2 and abs(ratio - factor) <= UNROLL_TOLERANCE * factor else 1
+    return 1
 
 
 def _work(counts: Counts, code: dict, args: Mapping[str, object], programs: int, case: Case, gpu: GPU,
-          kernel: str, config: str) -> Work:
-    """The launch's counted demand and its workgroup program, timed from the compiled code."""
+          kernel: str, config: str, unroll: int = 1) -> Work:
+    """The launch's counted demand and its workgroup program, timed from the compiled code (a compiled trip runs
+    `unroll` source trips)."""
     read, written = _hbm_bytes(counts, args)
     outside, per_trip = code["prologue_instructions"], code["loop_instructions"]
-    total_trips = sum(w * t for w, t in zip(counts.weights, counts.trips, strict=True))  # over the grid
-    busiest = max(counts.trips, default=0)
+    total_trips = sum(w * t for w, t in zip(counts.weights, counts.trips, strict=True)) / unroll  # over the grid
+    busiest = max(counts.trips, default=0) / unroll
     loads = counts.load_in_loop + counts.load_outside
     if per_trip and total_trips:
         program = Program(trips=busiest, trip_load_bytes=counts.load_in_loop / total_trips,
                           trip_store_bytes=counts.store_in_loop / total_trips, trip_instructions=per_trip,
                           setup_instructions=outside, setup_load_bytes=counts.load_outside / programs,
-                          prefetch=max(0, case.num_stages - 1), trip_counts=_trip_counts(counts, programs))
+                          prefetch=max(0, case.num_stages - 1),
+                          trip_counts=tuple(-(-t // unroll) for t in _trip_counts(counts, programs)))
     else:  # no loop in the code (or it never ran): the whole program is one trip
         program = Program(trips=1, trip_load_bytes=loads / programs,
                           trip_store_bytes=(counts.store_in_loop + counts.store_outside) / programs,

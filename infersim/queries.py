@@ -204,7 +204,7 @@ def triton_kernel_query(hw: str, spec: str, grid: str, args: Sequence[str], *, n
         "cost_model": calib.cost_model.value,
         "interpreted": {"programs": len(counts.programs), "of": found.work.workgroups,
                         "loop_trips_min": min(counts.trips, default=0),
-                        "loop_trips_max": max(counts.trips, default=0)},
+                        "loop_trips_max": max(counts.trips, default=0), "unrolled": found.unroll},
         "time_s": t.time_s,
         "floor_s": t.floor_s,
         "flop": found.work.flop,
