@@ -134,6 +134,16 @@ def test_uneven_trips_over_the_grid_are_read_from_an_integer_tensor(kernels):
     assert found.work.read_bytes == pytest.approx(64 * 2048 * 2 + 64 * 4, rel=0.01)
 
 
+def test_a_loop_the_compiler_unrolled_is_timed_per_compiled_trip(kernels):
+    """LLVM unrolls a short streaming loop 4 times on sm_90: one compiled trip moves four source trips' bytes, so
+    the program runs a quarter of the source trips, each four times the bytes."""
+    args = {"x": TensorArg("fp16", (64, 4096)), "out": TensorArg("fp32", (64,)),
+            "cols": TensorArg("i32", (64,), fill=4096), "BLOCK": 1024}
+    found = triton_launch(f"{kernels}:row_sums", (64, 1, 1), args, load_gpu("h200"))
+    assert found.counts.trips == [4] * 32 and found.unroll == 4
+    assert found.work.program.trips == 1 and found.work.program.trip_load_bytes == pytest.approx(4 * 1024 * 2)
+
+
 def test_bad_input_names_the_problem(kernels, capsys):
     base = ["kernel", "--hw", "h200", "--triton", f"{kernels}:scale_add", "--grid", "4"]
     good = ["--arg", "x=fp32[4096]", "--arg", "y=fp32[4096]", "--arg", "n=4096", "--arg", "alpha=1.0",
