@@ -15,6 +15,8 @@ COMMANDS = {
     "sass-counts": ("companion.bench.sass", "count each kernel's SASS instructions (compiled, no GPU)"),
     "probes": ("companion.bench.probes",
                "microbenchmarks of the cost model's hardware constants, one CSV per probe"),
+    "gemm-choices": ("companion.bench.gemm_choices",
+                     "which kernels cuBLAS runs for each GEMM shape (profiler names, grids), one CSV"),
     "user-kernels": ("companion.bench.user_kernels",
                      "the example user kernels (docs/examples/triton_kernels.py), graph-timed, one CSV"),
     "engine-step": ("companion.bench.engine_step",
