@@ -17,6 +17,8 @@ COMMANDS = {
                "microbenchmarks of the cost model's hardware constants, one CSV per probe"),
     "gemm-choices": ("companion.bench.gemm_choices",
                      "which kernels cuBLAS runs for each GEMM shape (profiler names, grids), one CSV"),
+    "gemm-floor": ("companion.bench.gemm_floor",
+                   "the fixed cost of a cuBLAS GEMM: GEMMs too small to do any work, graph-timed, one CSV"),
     "user-kernels": ("companion.bench.user_kernels",
                      "the example user kernels (docs/examples/triton_kernels.py), graph-timed, one CSV"),
     "engine-step": ("companion.bench.engine_step",
