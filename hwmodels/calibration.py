@@ -54,6 +54,10 @@ class Calibration:
     mlp_deep_thread_share: float = 1.0  # of a thread's register loads beyond 32 bytes, the share in flight
     # HBM bandwidth a grid-stride (persistent) loop reaches, over one workgroup per tile's (`Program.grid_stride`)
     grid_stride_efficiency: float = 1.0
+    # What a vendor-library GEMM launch (family gemm) spends beyond its tiles' work and the launch itself: the
+    # persistent kernel's set-up before its first tile and its epilogue's completion (the gemm-floor probe); 0:
+    # not measured for this GPU
+    library_gemm_setup_s: float = 0.0
     cost_model: CostModel = CostModel.CYCLE
     # Fitted on measured traces (`infersim calibrate`): a launch's time (its compute, memory and latency terms;
     # not the launch overhead) times the factor of its family and of the term that bounds it (`compute`,
@@ -85,6 +89,8 @@ class Calibration:
             raise FieldError("mlp_deep_thread_share", f"must be in (0, 1], got {self.mlp_deep_thread_share}")
         if not 0 < self.grid_stride_efficiency <= 1:
             raise FieldError("grid_stride_efficiency", f"must be in (0, 1], got {self.grid_stride_efficiency}")
+        if not 0 <= self.library_gemm_setup_s < 1e-3:
+            raise FieldError("library_gemm_setup_s", f"must be in [0, 1 ms), got {self.library_gemm_setup_s}")
         if not self.mlp_smoothness > 0:
             raise FieldError("mlp_smoothness", f"must be positive, got {self.mlp_smoothness}")
         if self.latency_hiding_workgroups_per_cu < 1:

@@ -46,7 +46,7 @@ from hwmodels.dtypes import Dtype
 from hwmodels.occupancy import Occupancy, occupancy
 from hwmodels.program import Program, streaming_program
 from hwmodels.spec import GPU
-from hwmodels.work import Work
+from hwmodels.work import Family, Work
 
 
 class LaunchMode(Enum):
@@ -80,6 +80,12 @@ class KernelTime:
     waves: int
     occupancy: Occupancy | None
     latency_s: float = 0.0  # the workgroups' programs: chains, waited loads, issue, waves (cycle-level model)
+
+
+# Families whose compute efficiency is a matmul throughput measured at the clock the GPU held while it ran
+# (hwmodels/calibrations: [S3]'s maximum-achievable matmul rates, and the grouped GEMM's share of them): the power
+# limit's clock is in that figure already, so `matrix_clock_share` does not scale it again.
+SUSTAINED_FAMILIES = (Family.GEMM, Family.MOE_GEMM)
 
 
 def matrix_clock_share(gpu: GPU) -> float:
@@ -144,7 +150,8 @@ def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = Lau
         # Seconds per FLOP at the efficient peaks, weighted by the datatype mix of this launch.
         s_per_flop = sum(
             (flop / work.flop) / (gpu.peak_flop_per_s(dtype) * calib.compute_efficiency_for(work.family, dtype)
-                                  * (matrix_clock_share(gpu) if cycle and dtype is not Dtype.FP32 else 1.0))
+                                  * (matrix_clock_share(gpu) if cycle and dtype is not Dtype.FP32
+                                     and work.family not in SUSTAINED_FAMILIES else 1.0))
             for dtype, flop in work.flop_by_dtype.items() if flop
         )
         busiest_cu_flop = work.workgroup_flop * per_cu_rounds
@@ -178,7 +185,10 @@ def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = Lau
     if latency_s > max(compute_s, memory_s):
         bound = Bound.LATENCY
     # a fitted scale below 1 never takes a launch under the roofline floor
-    busy_s = max(max(compute_s, memory_s, latency_s) * calib.time_scale_for(work.family, bound.value), floor_s)
+    # a library GEMM's set-up and completion run in series with its tiles (the gemm-floor probe)
+    setup_s = calib.library_gemm_setup_s if cycle and work.family is Family.GEMM else 0.0
+    busy_s = max(max(compute_s, memory_s, latency_s) * calib.time_scale_for(work.family, bound.value) + setup_s,
+                 floor_s)
     if launch_s > busy_s:
         bound = Bound.LAUNCH
     return KernelTime(

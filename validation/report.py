@@ -73,7 +73,7 @@ def compare_heldout(hw: str) -> list[Comparison]:
 
     rows = []
     for draw in heldout.DRAWS:
-        for suite in heldout.SUITES:
+        for suite in heldout.RECORDED[draw]:
             path = DATA_DIR / hw / heldout.csv_name(suite, draw)
             if path.exists():
                 rows += compare_suite(path, hw, suite)

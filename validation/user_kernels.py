@@ -1,7 +1,7 @@
 """Kernels a user writes, predicted with `infersim kernel --triton` and measured on a GPU: the test of that option.
 
 The kernels are `docs/examples/triton_kernels.py`; `CASES` are the grids and arguments they were measured at
-(`python -m companion.bench user-kernels`, graph-launched, CSV in validation/data/<gpu>/user_kernels.csv). Nothing
+(`python -m companion.bench user-kernels`, graph-launched, CSV in validation/data/<gpu>/user_kernels/). Nothing
 in the model was fitted to these rows: the kernels are not companion kernels, and their shapes were chosen before
 any was predicted. `python -m validation.user_kernels [--hw h200]` prints each row measured beside predicted, and
 the median and p90 |error|.
@@ -72,7 +72,7 @@ CASES: tuple[Case, ...] = (
 
 def measured(gpu: str) -> list[dict]:
     """The recorded rows of `gpu` (empty if none)."""
-    path = DATA_DIR / gpu / CSV_NAME
+    path = DATA_DIR / gpu / "user_kernels" / CSV_NAME
     if not path.is_file():
         return []
     with open(path, newline="") as f:
@@ -100,7 +100,8 @@ def main(argv: list[str] | None = None) -> int:
 
     rows = measured(args.hw)
     if not rows:
-        print(f"no measurements of user kernels for {args.hw} ({DATA_DIR / args.hw / CSV_NAME})", file=sys.stderr)
+        where = DATA_DIR / args.hw / "user_kernels" / CSV_NAME
+        print(f"no measurements of user kernels for {args.hw} ({where})", file=sys.stderr)
         return 2
     errors = []
     print(f"{'kernel':10} {'grid':>10} {'measured us':>12} {'predicted us':>13} {'error %':>8}  args")

@@ -56,6 +56,20 @@ def _gemm_program(depth: int, tile_n: int, tile_k: int, stages: int, dtype: Dtyp
                    reuse=row_blocks)
 
 
+# cuBLAS's split-K reduction kernel: 512 threads (32 x 16) a block, as recorded on the H200
+# (validation/data/h200/library/gemm_choices.csv); assumption: each thread sums the partials of 4 output values.
+_REDUCE_THREADS, _REDUCE_VALUES_PER_BLOCK = 512, 2048
+
+
+def _split_reduce(values: int, splits: int, out_dtype: Dtype) -> Work:
+    """The split-K reduction launch: read `splits` fp32 partials of each output value, add them, write C."""
+    read, write = 4.0 * splits * values, out_dtype.storage_bytes(values)
+    return Work(flop_by_dtype={Dtype.FP32: float((splits - 1) * values)}, read_bytes=read, write_bytes=write,
+                workgroups=cdiv(values, _REDUCE_VALUES_PER_BLOCK), threads_per_workgroup=_REDUCE_THREADS,
+                family=Family.ELEMENTWISE,
+                **full_block_figures(float((splits - 1) * values), read + write, values, _REDUCE_VALUES_PER_BLOCK))
+
+
 def row_program(row_bytes: float, values: int, threads: int, store_bytes: float = 0.0) -> Program:
     """A row kernel (RMSNorm, add + RMSNorm): load the row, square and sum it over the whole workgroup
     (a block reduction), one reciprocal square root, scale, store. About six instructions per value a
@@ -99,6 +113,9 @@ class Gemm(KernelKind):
     # output tiles whose k loop is split (stream-K's region: the tiles of the last waves, the rest data-parallel);
     # 0: every tile (split-K)
     split_tiles: int = 0
+    # a split over k sums its fp32 partials in a kernel of its own, launched after the tiles (cuBLAS's
+    # splitKreduce_kernel); False: the last split of a tile sums them in the same launch (a fix-up)
+    reduce_launch: bool = False
 
     def __post_init__(self) -> None:
         check_ints(self, ("m", "n", "k", "tile_m", "tile_n", "tile_k", "stages", "threads", "split_k"))
@@ -108,6 +125,7 @@ class Gemm(KernelKind):
         coerce(self, "out_dtype", Dtype)
         if self.split_k > self.k:
             raise ValueError(f"split_k ({self.split_k}) must not exceed k ({self.k})")
+        check_bool(self, "reduce_launch")
 
     def launches(self) -> tuple[Work, ...]:
         """One launch over ceil(m/tile_m) x ceil(n/tile_n) output tiles, each split split_k ways over k.
@@ -122,11 +140,14 @@ class Gemm(KernelKind):
         partials = 2 * splits * split_values * 4 if splits > 1 else 0
         figures = _tile_figures(rows, cols, depth, min(self.tile_m, cdiv(m, _MMA_ROWS) * _MMA_ROWS),
                                 cdiv(n, self.tile_n) * splits, self.dtype, self.out_dtype)
-        return (
+        separate = self.reduce_launch and splits > 1
+        reads_back = 0.0 if separate else partials / 2
+        output = 0.0 if separate else self.out_dtype.storage_bytes(m * n)
+        tiles = (
             Work(
                 flop_by_dtype={self.dtype: 2 * m * n * k},
-                read_bytes=self.dtype.storage_bytes(m * k) + self.dtype.storage_bytes(k * n) + partials / 2,
-                write_bytes=self.out_dtype.storage_bytes(m * n) + partials / 2,
+                read_bytes=self.dtype.storage_bytes(m * k) + self.dtype.storage_bytes(k * n) + reads_back,
+                write_bytes=output + partials / 2,
                 workgroups=cdiv(m, self.tile_m) * cdiv(n, self.tile_n) * splits,
                 threads_per_workgroup=self.threads,
                 lds_bytes_per_workgroup=_gemm_lds_bytes(
@@ -137,6 +158,7 @@ class Gemm(KernelKind):
                 **figures,
             ),
         )
+        return tiles + ((_split_reduce(m * n, splits, self.out_dtype),) if separate else ())
 
 
 @dataclass(frozen=True)

@@ -26,6 +26,7 @@ from typing import Any
 
 from hwmodels.dtypes import Dtype
 from hwmodels.spec import GPU, Vendor
+from workloads import gemm_library
 from workloads.kernel_base import KernelKind
 from workloads.kernels import AttentionPrefill, Gemm, MlaDecode, MoeGemm
 
@@ -400,7 +401,9 @@ def gemm_config(gpu: GPU, m: int, n: int, k: int, dtype: Dtype = Dtype.BF16,
     """The tiles, stages and split of a dense m x n x k GEMM on `gpu`: the one policy every command uses
     (`infersim kernel gemm`, the engine's projections, `validate`, `trace predict`). Fields in `pinned` are held.
 
-    The GPU family's library tile (`gemm_tiles`), then three heuristics:
+    On Hopper GPUs (H100, H200) with nothing pinned: the tile, stages and split cuBLAS was recorded picking for the
+    nearest shape (`workloads.gemm_library`). Elsewhere, the GPU family's library tile (`gemm_tiles`), then three
+    heuristics:
     - Skinny shapes (m <= 64) take a 64-row tile; every shape takes as many pipeline stages (up to 8) as
       the LDS holds after the epilogue (CUTLASS StageCountAutoCarveout [S61]), so a weight stream keeps
       enough bytes in flight.
@@ -420,6 +423,13 @@ def gemm_config(gpu: GPU, m: int, n: int, k: int, dtype: Dtype = Dtype.BF16,
 def _gemm_shaped(limits: _Limits, m: int, n: int, k: int, dtype: Dtype,
                  pinned: tuple[tuple[str, int], ...]) -> TileConfig:
     held = dict(pinned)
+    recorded = gemm_library.choice(m, n, k, dtype) if limits.family is ArchFamily.HOPPER and not held else None
+    if recorded is not None:  # what the vendor library was seen to pick for the nearest shape
+        fields, why = recorded
+        kernel = Gemm(m=1, n=1, k=fields["split_k"], dtype=dtype, **fields)
+        return TileConfig(Gemm.kind, limits.name, limits.family, (*fields.items(), ("split_tiles", 0)),
+                          _lds(kernel), limits.lds_bytes, -(-fields["tile_m"] * fields["tile_n"] // fields["threads"]),
+                          why)
     library = _gemm(limits, dtype, tuple((f, v) for f, v in pinned if f in _GEMM_FIELDS))
     tile = dict(library.fields)
     changed: list[str] = []

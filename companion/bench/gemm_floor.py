@@ -1,6 +1,6 @@
 """`gemm-floor`: what a cuBLAS GEMM costs beyond its work: the time of GEMMs too small to do any, graph-launched.
 
-    python -m companion.bench gemm-floor --out DIR      # writes DIR/probe_gemm_floor.csv
+    python -m companion.bench gemm-floor --out DIR      # writes DIR/gemm_floor.csv
 
 A persistent warp-specialized GEMM kernel (cuBLAS's nvjet kernels on Hopper) sets up before its first tile: tensor-map
 and barrier set-up, the pipeline's first loads, the epilogue's store and its completion. This probe times GEMMs whose
@@ -74,5 +74,5 @@ def run(args: argparse.Namespace) -> int:
                          **{c: v for c, v in provenance(env).items() if c in COLUMNS}})
             print(f"{dtype} {m}x{n}x{k}: {rows[-1]['time_s_median'] * 1e6:.2f} us  {names[:80]} {durations}",
                   flush=True)
-    write_csv_atomic(folder / "probe_gemm_floor.csv", COLUMNS, rows)
+    write_csv_atomic(folder / "gemm_floor.csv", COLUMNS, rows)
     return 0

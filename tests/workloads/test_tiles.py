@@ -135,11 +135,34 @@ def test_step_command_reports_tiles_per_kernel(capsys):
 
 
 def test_a_wave_balancing_split_is_stream_k_over_the_last_waves_only():
+    """On a GPU without recorded library choices (B200: 148 SMs) the tile policy's own heuristics decide."""
     from hwmodels.spec import load_gpu
     from workloads.tiles import gemm_config
 
-    h200 = load_gpu("h200")  # 132 SMs
-    fields = gemm_config(h200, 2560, 8192, 1024).fields  # 20 x 64 = 1280 tiles of 128 x 128: 9.7 waves
-    assert fields["split_k"] > 1 and fields["split_tiles"] == 1280 % 132 + 132
-    skinny = gemm_config(h200, 16, 4096, 4096).fields  # 64 tiles for 132 SMs: split-K over every tile
+    b200 = load_gpu("b200")
+    fields = gemm_config(b200, 2560, 8192, 1024).fields
+    tiles = -(-2560 // fields["tile_m"]) * -(-8192 // fields["tile_n"])
+    assert tiles % 148 and fields["split_k"] > 1 and fields["split_tiles"] == tiles % 148 + 148
+    skinny = gemm_config(b200, 16, 4096, 4096).fields  # fewer tiles than SMs: split-K over every tile
     assert skinny["split_k"] > 1 and skinny["split_tiles"] == 0
+
+
+def test_on_hopper_the_gemm_takes_the_library_choice_recorded_for_the_nearest_shape():
+    """cuBLAS's recorded nvjet tiles follow the token count (88 of 433 rows fill one wave of 120 tiles); a split over
+    k is summed by a reduction launch of its own, and a shallower k splits fewer ways than the recorded shape."""
+    from hwmodels.spec import load_gpu
+    from workloads.kernels import Gemm
+    from workloads.tiles import blas_gemm, gemm_config
+
+    h200 = load_gpu("h200")
+    config = gemm_config(h200, 433, 3072, 6144)
+    assert (config.fields["tile_m"], config.fields["tile_n"]) == (88, 128) and "nvjet" in config.why
+    split = blas_gemm(h200, 2, 2304, 4096)
+    assert split.split_k == 3 and split.reduce_launch and len(split.launches()) == 2
+    assert blas_gemm(h200, 2, 2304, 1024).split_k == 1  # a quarter of the recorded depth: no split
+    partials = 3 * 2 * 2304 * 4
+    tiles, reduce = split.launches()
+    assert tiles.write_bytes == partials and reduce.read_bytes == partials and reduce.write_bytes == 2 * 2 * 2304
+    assert len(Gemm(m=2, n=2304, k=4096, split_k=3).launches()) == 1  # the fix-up in the same launch
+    pinned = gemm_config(h200, 433, 3072, 6144, pinned={"tile_m": 128})
+    assert "nvjet" not in pinned.why and pinned.fields["tile_m"] == 128  # a pinned field keeps the tile policy
