@@ -132,6 +132,10 @@ class Program:
     # Bytes of the workgroups' input that the launch just before wrote for this one (split-KV partials for their
     # merge): when they fit in the GPU's L2 they are read from there, at L2's latency and bandwidth (`in_l2`).
     fresh_input_bytes: float = 0.0
+    # Bytes the whole launch stores (0: not stated). A GPU with a memory-side last-level cache in front of HBM
+    # (`GPU.llc_bytes`: MI300X/MI355X's Infinity Cache) merges the short rows of neighbouring workgroups there when
+    # the launch's stores fit in it, and HBM later receives whole lines (`sector_factor`).
+    store_footprint_bytes: float = 0.0
     # True: a persistent loop whose trips walk the tensor with the grid's stride (program p takes tiles p, p + G,
     # ...). The resident workgroups' streams drift apart in DRAM instead of sweeping it as one front, and HBM
     # delivers `Calibration.grid_stride_efficiency` of what one workgroup per tile gets (measured by the grid probe).
@@ -139,8 +143,10 @@ class Program:
 
     def sector_factor(self, gpu: GPU) -> float:
         """Bytes stored per useful byte of its short rows: whole sectors (`GPU.memory_sector_bytes`) for each, and a
-        partly written sector costs `GPU.partial_sector_store_factor` times a whole one (it is read to merge)."""
-        if self.row_run_bytes <= 0:
+        partly written sector costs `GPU.partial_sector_store_factor` times a whole one (it is read to merge); none of
+        that where a memory-side cache holds all the launch stores (`store_footprint_bytes`): the rows of neighbouring
+        workgroups are merged there into whole lines."""
+        if self.row_run_bytes <= 0 or 0 < self.store_footprint_bytes <= gpu.llc_bytes:
             return 1.0
         sector = gpu.memory_sector_bytes
         whole = -(-self.row_run_bytes // sector) * sector / self.row_run_bytes
@@ -164,7 +170,7 @@ class Program:
         if any(t < 0 for t in self.trip_counts):
             raise ValueError("trip_counts must not be negative")
         for name in ("trips", "trip_load_bytes", "trip_store_bytes", "trip_instructions", "setup_instructions",
-                     "setup_load_bytes", "row_run_bytes", "fresh_input_bytes"):
+                     "setup_load_bytes", "row_run_bytes", "fresh_input_bytes", "store_footprint_bytes"):
             value = getattr(self, name)
             if not value >= 0:
                 raise ValueError(f"{name} must be a non-negative number, got {value!r}")

@@ -305,18 +305,21 @@ class KdaVerify(KernelKind):
         per_tile_inputs = 2 * d * _BF16_BYTES + d * _FP32_BYTES  # q, k bf16 and g fp32, full K
         shared_inputs = d * _BF16_BYTES + _FP32_BYTES  # v bf16 (each tile its columns) and beta
         states_written = p if self.store_states else 1
+        written = sh * (p * d * _BF16_BYTES + states_written * state)
+        program = recurrent_program(p, per_tile_inputs + self.tile_cols * _BF16_BYTES + _FP32_BYTES, d,
+                                    self.tile_cols, self.threads,
+                                    self.tile_cols * _BF16_BYTES
+                                    + (d * self.tile_cols * _FP32_BYTES if self.store_states else 0))
         return (
             Work(
                 flop_by_dtype={Dtype.FP32: _RECURRENCE_FLOP_PER_KV * d * d * p * sh},
                 read_bytes=sh * (state + p * (tiles * per_tile_inputs + shared_inputs)),
-                write_bytes=sh * (p * d * _BF16_BYTES + states_written * state),
+                write_bytes=written,
                 workgroups=sh * tiles,
                 threads_per_workgroup=self.threads,
                 family=Family.KDA_VERIFY,
-                # per position: its inputs in, its output tile out and, stored for rollback, its state slice
-                program=recurrent_program(p, per_tile_inputs + self.tile_cols * _BF16_BYTES + _FP32_BYTES, d,
-                                          self.tile_cols, self.threads,
-                                          self.tile_cols * _BF16_BYTES
-                                          + (d * self.tile_cols * _FP32_BYTES if self.store_states else 0)),
+                # per position: its inputs in, its output tile out and, stored for rollback, its state slice; the
+                # tiles of a head write whole rows of its states between them
+                program=replace(program, store_footprint_bytes=written),
             ),
         )
