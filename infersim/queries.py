@@ -183,7 +183,8 @@ def triton_kernel_query(hw: str, spec: str, grid: str, args: Sequence[str], *, n
                         calibration: str | None = None) -> dict[str, Any]:
     """Predicted time of a user's own Triton kernel (`compiled.triton_kernel`): compiled for the GPU, its trips and
     bytes counted in Triton's interpreter, timed as every kernel is."""
-    from compiled.triton_kernel import parse_args, parse_grid, triton_launch
+    from compiled.triton_args import parse_args, parse_grid
+    from compiled.triton_kernel import triton_launch
 
     gpu = load_gpu(hw)
     calib = load_calibration(gpu.name, calibration)

@@ -81,7 +81,8 @@ def measured(gpu: str) -> list[dict]:
 
 def predict(row: dict, gpu_name: str) -> float:
     """The product's prediction of a recorded row, as `infersim kernel --triton` gives it."""
-    from compiled.triton_kernel import parse_args, parse_grid, triton_launch
+    from compiled.triton_args import parse_args, parse_grid
+    from compiled.triton_kernel import triton_launch
     from hwmodels.calibration import load_calibration
     from hwmodels.roofline import LaunchMode, kernel_time
     from hwmodels.spec import load_gpu

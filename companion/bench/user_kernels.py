@@ -31,7 +31,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _tensors(case: Case, torch) -> dict[str, object]:
-    from compiled.triton_kernel import TensorArg, parse_args
+    from compiled.triton_args import TensorArg, parse_args
 
     dtypes = {"bf16": torch.bfloat16, "fp16": torch.float16, "fp32": torch.float32, "i32": torch.int32,
               "i64": torch.int64}

@@ -9,14 +9,9 @@ import textwrap
 import pytest
 
 from compiled import triton_build
-from compiled.triton_kernel import (
-    SECTOR_BYTES,
-    TensorArg,
-    TritonKernelError,
-    parse_arg,
-    parse_grid,
-    triton_launch,
-)
+from compiled.triton_args import TensorArg, TritonKernelError, parse_arg, parse_grid
+from compiled.triton_counts import SECTOR_BYTES
+from compiled.triton_kernel import triton_launch
 from hwmodels.calibration import load_calibration
 from hwmodels.dtypes import Dtype
 from hwmodels.roofline import LaunchMode, kernel_time
