@@ -19,6 +19,8 @@ COMMANDS = {
                      "which kernels cuBLAS runs for each GEMM shape (profiler names, grids), one CSV"),
     "gemm-floor": ("companion.bench.gemm_floor",
                    "the fixed cost of a cuBLAS GEMM: GEMMs too small to do any work, graph-timed, one CSV"),
+    "kernel-split": ("companion.bench.kernel_split",
+                     "each kernel's duration inside one MLA decode call (attention, merge), from the profiler"),
     "user-kernels": ("companion.bench.user_kernels",
                      "the example user kernels (docs/examples/triton_kernels.py), graph-timed, one CSV"),
     "engine-step": ("companion.bench.engine_step",

@@ -33,8 +33,8 @@ def test_the_entry_point_parses_every_command_without_torch():
     code = ("import sys; from companion.bench.cli import COMMANDS, parser; parser(); "
             "import companion.bench.collective_workers; print('torch' in sys.modules, sorted(COMMANDS))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
-    commands = ("['collectives', 'engine-step', 'gemm-choices', 'gemm-floor', 'probes', 'quickreduce', 'sass-counts', "
-                "'suites', 'user-kernels']\n")
+    commands = ("['collectives', 'engine-step', 'gemm-choices', 'gemm-floor', 'kernel-split', 'probes', 'quickreduce', "
+                "'sass-counts', 'suites', 'user-kernels']\n")
     assert out.stdout.split(maxsplit=1) == ["False", commands]
 
 
