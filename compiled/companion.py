@@ -94,7 +94,7 @@ def _port_kernel(kernel: QrScatter | QrReduce | QrGather, gpu_name: str) -> Comp
         return None
     _, per_tile = per_thread(gpu_name, name, config)
     _, registers = compiled(gpu_name, name, config)
-    _, trip_cycles, _, trip_loads, by_warps, _ = cycles_of(gpu_name, name, config)  # per tile, no prologue
+    _, trip_cycles, _, trip_loads, by_warps, *_ = cycles_of(gpu_name, name, config)  # per tile, no prologue
     (work,) = kernel.launches()
     warps = warps_of(gpu_name, name, config)
     return Compiled(kernel, (work.program.trips * per_tile * warps,), (registers,), ((0, per_tile),),

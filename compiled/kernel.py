@@ -70,21 +70,31 @@ def _timed(program: Program, outside: int, per_trip: int, timed: tuple) -> Progr
     them in the trip itself (the compiler did not hoist them a trip ahead), so the program runs unpipelined
     whatever its kernel assumed. Round trips beyond the first that a trip of an unpipelined program waits for
     in series (a load whose address or issue waits on another) join its chain at the DRAM latency; those
-    outside the loop join the setup.
+    outside the loop join the setup. The same chains as the code exposes them when its loads hit L2 are kept for a
+    program whose input is in L2 (`Program.l2_trip_chain`): at L2's shorter latency more of each wait hides behind
+    its other work.
     """
-    outside_cycles, _, outside_loads, trip_loads, by_warps, *setup = timed
-    setup_by_warps = setup[0] if setup else ()
+    outside_cycles, _, outside_loads, trip_loads, by_warps, *rest = timed
+    setup_by_warps = rest[0] if rest else ()
     if per_trip and trip_loads >= UNPIPELINED_ROUND_TRIPS:
         program = replace(program, prefetch=0)
-    # round trips the program's own loads pay (Little's law): its setup's load, then each trip's
-    setup_own = 1.0 if program.setup_load_bytes > 0 else 0.0
-    if per_trip:
-        extra = 0.0 if program.prefetch >= 1 else max(0.0, trip_loads - 1.0)
-        # the set-up's compute simulated with its warps together where given, else one warp's stalls
-        setup_chain = Chain(cycles=0.0 if setup_by_warps else max(0.0, outside_cycles - outside),
-                            dram=max(0.0, outside_loads - setup_own))
-    else:  # everything is the one trip, the setup's load included
-        extra = max(0.0, outside_loads - 1.0 - setup_own)
-        setup_chain = Chain()
-    return replace(program, trip_chain=Chain(dram=extra), setup_chain=setup_chain, trip_cycles_by_warps=by_warps,
-                   setup_cycles_by_warps=setup_by_warps if per_trip else ())
+
+    def chains(outside_rounds: float, trip_rounds: float) -> tuple[Chain, Chain]:
+        """(setup chain, trip chain) in round trips beyond the program's own loads."""
+        setup_own = 1.0 if program.setup_load_bytes > 0 else 0.0  # Little's law pays the setup's load
+        if per_trip:
+            extra = 0.0 if program.prefetch >= 1 else max(0.0, trip_rounds - 1.0)
+            # the set-up's compute simulated with its warps together where given, else one warp's stalls
+            return (Chain(cycles=0.0 if setup_by_warps else max(0.0, outside_cycles - outside),
+                          dram=max(0.0, outside_rounds - setup_own)), Chain(dram=extra))
+        # everything is the one trip, the setup's load included
+        return Chain(), Chain(dram=max(0.0, outside_rounds - 1.0 - setup_own))
+
+    setup_chain, trip_chain = chains(outside_loads, trip_loads)
+    in_l2 = {}
+    if len(rest) > 1:  # the round trips the code exposes when its loads hit L2 (`Program.in_l2`)
+        setup_l2, trip_l2 = chains(*rest[1])
+        in_l2 = {"l2_setup_chain": replace(setup_l2, l2=setup_l2.dram, dram=0.0),
+                 "l2_trip_chain": replace(trip_l2, l2=trip_l2.dram, dram=0.0)}
+    return replace(program, trip_chain=trip_chain, setup_chain=setup_chain, trip_cycles_by_warps=by_warps,
+                   setup_cycles_by_warps=setup_by_warps if per_trip else (), **in_l2)

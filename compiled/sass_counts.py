@@ -80,15 +80,21 @@ def cycles_of(gpu_name: str, kernel: str, config: str) -> tuple:
     global-load cycles over the GPU's DRAM latency in cycles); the trip's cycles (the whole kernel's, if it
     has no loop) with SIMULATED_WARPS warps sharing a scheduler, simulated on its instruction stream, as
     (warps, cycles) pairs; and, for a kernel with a loop, the cycles outside it simulated the same way (the
-    warps' set-up together: their shared-memory traffic contends as their trips' does). The warps of one
-    workgroup (the compiled kernel's `num_warps`) wait for each other at every BAR.SYNC."""
+    warps' set-up together: their shared-memory traffic contends as their trips' does); last, the round trips
+    outside the loop and per trip again with the loads hitting L2 (the exposed cycles at L2's latency over it: a
+    kernel whose input the launch before left in L2 hides more of each wait behind its other work). The warps of
+    one workgroup (the compiled kernel's `num_warps`) wait for each other at every BAR.SYNC."""
     from compiled.sass_timing import shared_trip_cycles
     from hwmodels.occupancy import occupancy
     from hwmodels.spec import load_gpu
 
     gpu = load_gpu(gpu_name)
     dram_cycles = gpu.dram_latency_s * gpu.boost_clock_hz
+    from compiled.sass_timing import warp_cycles
+
     _, per_trip, outside_all, trip_all, outside, trip = per_thread_timed(gpu_name, kernel, config)
+    outside_l2, trip_l2 = warp_cycles(gpu_name, kernel, config, table=gpu_name, loads_from_l2=True)
+    l2_cycles = gpu.l2_latency_s * gpu.boost_clock_hz
     part = 1 if per_trip else 0
     row = _code(gpu_name, kernel, config)
     workgroup = row["num_warps"]
@@ -104,4 +110,4 @@ def cycles_of(gpu_name: str, kernel: str, config: str) -> tuple:
     by_warps = tuple((n, cycles[part]) for n, cycles in simulated)
     setup_by_warps = tuple((n, cycles[0]) for n, cycles in simulated) if per_trip else ()
     return (outside, trip, (outside_all - outside) / dram_cycles, (trip_all - trip) / dram_cycles, by_warps,
-            setup_by_warps)
+            setup_by_warps, ((outside_l2 - outside) / l2_cycles, (trip_l2 - trip) / l2_cycles))

@@ -101,15 +101,18 @@ def timeline(kernel: str, config: str, table: str = "h200") -> dict:
 
 
 def warp_cycles(gpu: GPU | str, kernel: str, config: str, table: str = "h200",
-                without: tuple[str, ...] = ()) -> tuple[float, float]:
+                without: tuple[str, ...] = (), loads_from_l2: bool = False) -> tuple[float, float]:
     """(prologue cycles, cycles per loop trip; 0 without a loop) of one warp issuing the kernel alone.
 
     The SASS is the one compiled for `table` (sm_90 for h200); the latencies are `gpu`'s. A loop unrolled in
     several copies gives the mean trip over the copies. Classes named in `without` cost nothing (their
-    latency is priced elsewhere, e.g. global loads by a pipeline's Little's law).
+    latency is priced elsewhere, e.g. global loads by a pipeline's Little's law). With `loads_from_l2` the global
+    loads and copies wait L2's latency (a kernel whose input the launch before left in L2).
     """
     spec = load_gpu(gpu) if isinstance(gpu, str) else gpu
     latency, row = latencies(spec), timeline(kernel, config, table)
+    if loads_from_l2:
+        latency = {**latency, "global_load": latency["atomic"], "async_copy": latency["atomic"]}  # L2's latency
     latency = {cls: (0.0 if cls in without else value) for cls, value in latency.items()}
     prologue = section_cycles(row["prologue"], latency)
     copies = row.get("loop_copies") or ([row["loop"]] if row["loop"] else [])

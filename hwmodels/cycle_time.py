@@ -85,10 +85,11 @@ def from_l2(program: Program, gpu: GPU, curve: MemoryCurve, hbm_bytes_per_s: flo
     if not program.in_l2(gpu):
         return program, curve, hbm_bytes_per_s
 
-    def hit(chain: Chain) -> Chain:
-        return replace(chain, l2=chain.l2 + chain.dram, dram=0.0)
+    def hit(chain: Chain, at_l2: Chain | None) -> Chain:
+        return at_l2 if at_l2 is not None else replace(chain, l2=chain.l2 + chain.dram, dram=0.0)
 
-    return (replace(program, trip_chain=hit(program.trip_chain), setup_chain=hit(program.setup_chain)),
+    return (replace(program, trip_chain=hit(program.trip_chain, program.l2_trip_chain),
+                    setup_chain=hit(program.setup_chain, program.l2_setup_chain)),
             replace(curve, latency_s=gpu.l2_latency_s), gpu.l2_bandwidth_bytes_per_s)
 
 

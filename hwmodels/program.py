@@ -136,6 +136,10 @@ class Program:
     # (`GPU.llc_bytes`: MI300X/MI355X's Infinity Cache) merges the short rows of neighbouring workgroups there when
     # the launch's stores fit in it, and HBM later receives whole lines (`sector_factor`).
     store_footprint_bytes: float = 0.0
+    # The setup's and a trip's chains when their loads hit L2 (`in_l2`), as the compiled code exposes them at L2's
+    # latency; None: the DRAM chains' round trips are taken at L2's latency (`hwmodels.cycle_time.from_l2`)
+    l2_setup_chain: Chain | None = None
+    l2_trip_chain: Chain | None = None
     # True: a persistent loop whose trips walk the tensor with the grid's stride (program p takes tiles p, p + G,
     # ...). The resident workgroups' streams drift apart in DRAM instead of sweeping it as one front, and HBM
     # delivers `Calibration.grid_stride_efficiency` of what one workgroup per tile gets (measured by the grid probe).

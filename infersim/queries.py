@@ -244,10 +244,13 @@ def _launch_row(work: Any, t: KernelTime) -> dict[str, Any]:
 
 def _program_row(program: Any) -> dict[str, Any]:
     """What one workgroup does, as the cycle-level model sees it (trip counts of an irregular grid summarized)."""
+    chains = ("trip_chain", "setup_chain", "l2_trip_chain", "l2_setup_chain")
     row = {f.name: getattr(program, f.name) for f in dataclasses.fields(program)
-           if f.name not in ("trip_chain", "setup_chain", "trip_counts")}
-    row["trip_chain"] = {k: v for k, v in dataclasses.asdict(program.trip_chain).items() if v}
-    row["setup_chain"] = {k: v for k, v in dataclasses.asdict(program.setup_chain).items() if v}
+           if f.name not in (*chains, "trip_counts")}
+    for name in chains:
+        chain = getattr(program, name)
+        if chain is not None:
+            row[name] = {k: v for k, v in dataclasses.asdict(chain).items() if v}
     if program.trip_counts:
         row["trip_counts"] = {"workgroups": len(program.trip_counts), "min": min(program.trip_counts),
                               "max": max(program.trip_counts)}
