@@ -163,6 +163,10 @@ def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = Lau
         compute_s = max(compute_s, issue_s(work, gpu, per_cu_rounds, resident))
 
     bandwidth = gpu.hbm_bandwidth_bytes_per_s * calib.memory_efficiency_for(work.family)
+    if cycle and work.family is Family.GEMM:
+        # each output tile is stored after its main loop (the cooperative schedule of the library's persistent
+        # kernels): across the grid the launch's output leaves at HBM's rate after the compute, not under it
+        compute_s += work.write_bytes / bandwidth
     latency_s = 0.0
     if cycle:
         if work.program is not None and work.program.grid_stride:
