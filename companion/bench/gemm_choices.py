@@ -12,8 +12,6 @@ output), one call per shape after one warm-up call. No time is recorded.
 from __future__ import annotations
 
 import argparse
-import json
-import tempfile
 from pathlib import Path
 
 M_VALUES = (1, 2, 4, 8, 16, 24, 32, 48, 64, 96, 128, 192, 256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 8192,
@@ -44,7 +42,7 @@ def shapes(every: int) -> list[tuple[str, int, int, int]]:
 
 
 def run(args: argparse.Namespace) -> int:
-    from companion.bench.output import start_timing
+    from companion.bench.output import start_timing, trace_events
     from companion.bench.suites.gemm import _gemm_inputs, _gemm_op
     from companion.bench.timing import provenance
     from validation.measure_output import write_csv_atomic
@@ -79,10 +77,7 @@ def run(args: argparse.Namespace) -> int:
                     op(a, w)
                 torch.cuda.synchronize()
                 del a, w
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "trace.json"
-            prof.export_chrome_trace(str(path))
-            events = json.loads(path.read_text())["traceEvents"]
+        events = trace_events(prof)
         ranges = sorted((e["ts"], e["ts"] + e["dur"], int(e["name"].split()[1])) for e in events
                          if e.get("cat") == "user_annotation" and e.get("name", "").startswith("shape "))
         launches = {e["args"]["correlation"]: e["ts"] for e in events

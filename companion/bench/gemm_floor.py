@@ -13,8 +13,6 @@ and of its split-K reduction kernel can be read apart. `validation.gemm_floor` d
 from __future__ import annotations
 
 import argparse
-import json
-import tempfile
 from pathlib import Path
 
 # (m, n, k): negligible work, covering one and several k stages, one and several output tiles; the last two split
@@ -33,13 +31,12 @@ def _kernels(torch, op, a, w) -> tuple[str, str]:
     """(the kernel names one call launches, their durations in seconds), ';'-joined, from the profiler."""
     from torch.profiler import ProfilerActivity, profile
 
+    from companion.bench.output import trace_events
+
     with profile(activities=[ProfilerActivity.CUDA]) as prof:
         op(a, w)
         torch.cuda.synchronize()
-    with tempfile.TemporaryDirectory() as tmp:
-        path = Path(tmp) / "trace.json"
-        prof.export_chrome_trace(str(path))
-        events = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("cat") == "kernel"]
+    events = [e for e in trace_events(prof) if e.get("cat") == "kernel"]
     events.sort(key=lambda e: e["ts"])
     return ";".join(e["name"][:120] for e in events), ";".join(f"{e['dur'] * 1e-6:.3e}" for e in events)
 

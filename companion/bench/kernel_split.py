@@ -12,9 +12,7 @@ constant is set from it.
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
-import tempfile
 from pathlib import Path
 
 CASES = tuple((seqs, context, splits) for seqs in (1, 8, 32, 128) for context in (1024, 8192) for splits in (1, 16))
@@ -28,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from companion.bench.output import start_timing
+    from companion.bench.output import start_timing, trace_events
     from companion.bench.timing import provenance
     from validation.measure_output import write_csv_atomic
 
@@ -53,10 +51,7 @@ def run(args: argparse.Namespace) -> int:
             for _ in range(CALLS):
                 mla.mla_decode(q, cache, lengths, num_splits=splits)
                 torch.cuda.synchronize()
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "trace.json"
-            prof.export_chrome_trace(str(path))
-            events = [e for e in json.loads(path.read_text())["traceEvents"] if e.get("cat") == "kernel"]
+        events = [e for e in trace_events(prof) if e.get("cat") == "kernel"]
         by_name: dict[str, list[float]] = {}
         for e in events:
             by_name.setdefault(e["name"], []).append(e["dur"] * 1e-6)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import json
 import os
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -56,3 +58,12 @@ def report_failures(prog: str, failures: Sequence[str]) -> int:
     for failure in failures:
         print("  " + failure, file=sys.stderr)
     return 1
+
+
+def trace_events(prof) -> list[dict]:
+    """The events of a finished PyTorch profiler session, as its Chrome trace holds them (kernels carry `cat`
+    "kernel", their grid, block, registers, shared memory and CUPTI correlation id in `args`)."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "trace.json"
+        prof.export_chrome_trace(str(path))
+        return json.loads(path.read_text())["traceEvents"]
