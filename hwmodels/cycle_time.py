@@ -122,7 +122,11 @@ def trip_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus:
     rate = min(loaded_rate(in_flight, curve.latency_s, gpu.cu_bandwidth_bytes_per_s, curve.smoothness), share)
     load = resident * program.trip_load_bytes * stages / rate
     if program.prefetch == 0:
-        return max(load + latency + store, issue, traffic)
+        # the round trips a trip waits for in series beyond its loads' first (`Chain.dram`, `Chain.l2`) are spent
+        # while its own bytes arrive: the trip's memory takes the longer of the transfer and that chain
+        waits = program.trip_chain.dram * gpu.dram_latency_s + program.trip_chain.l2 * gpu.l2_latency_s
+        memory = max(load, curve.latency_s + waits)
+        return max(memory + latency - waits + store, issue, traffic)
     return max(latency, issue, load / stages, traffic)
 
 
