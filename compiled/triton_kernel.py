@@ -119,6 +119,15 @@ def configuration(c: Case) -> str:
                  c.num_warps, c.num_stages))
 
 
+def described(c: Case) -> str:
+    """The configuration as a report shows it: its constants, stages, and the integers specialised as divisible by
+    16."""
+    parts = [f"{k}={v}" for k, v in c.constexprs.items()] + [f"stages={c.num_stages}"]
+    if c.aligned:
+        parts.append(f"16|{','.join(c.aligned)}")
+    return " ".join(parts)
+
+
 # --- The launch --------------------------------------------------------------------------------------------------
 
 
@@ -188,7 +197,8 @@ def triton_launch(spec: str, grid: tuple[int, int, int], args: Mapping[str, obje
                                case.num_stages, target)
     unroll = unrolled(build.asm, target, counts, code["num_warps"] * gpu.wave_size)
     work = _work(counts, code, args, programs, case, gpu, kernel, config, unroll)
-    return TritonLaunch(spec, work, {k: v for k, v in code.items() if k != "timeline"}, counts, grid, unroll)
+    shown = {**{k: v for k, v in code.items() if k != "timeline"}, "config": described(case)}
+    return TritonLaunch(spec, work, shown, counts, grid, unroll)
 
 
 # A compiled loop trip whose global bytes per thread are this close to a whole multiple (2 or more) of the source
