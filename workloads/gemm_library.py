@@ -33,7 +33,8 @@ COLUMNS = ("dtype", "m", "n", "k", "tile_m", "tile_n", "tile_k", "stages", "spli
 # nvjet_sm90_<variant>_<weights>x<tokens>_<depth>x<stages>_<cluster>_...
 _NVJET = re.compile(r"^nvjet_sm90_\w*?tst_(\d+)x(\d+)_(\d+)x(\d+)_(\d+)x(\d+)_")
 _DTYPES = {"bfloat16": "bf16", "float8_e4m3fn": "fp8"}
-# Nearest recorded shape: distance in log2 of tokens counts this many times one in log2 of n or k.
+# Nearest recorded shape: distance in log2 of tokens counts this many times one in log2 of n or k (an assumption:
+# the recorded tiles follow the token count far more than n or k; not fitted to any time).
 TOKEN_WEIGHT = 4.0
 THREADS = 384  # every nvjet kernel recorded runs 384 threads (one producer and two consumer warpgroups)
 
