@@ -13,7 +13,11 @@ named below, so they test how the cycle-level model combines its terms:
   set `grid_stride_efficiency` (a grid-stride loop's share of the bandwidth one workgroup per tile gets), so
   the rows that test the structure are the other nine.
 
-Each row is a `Comparison` (group "probe tiles" or "probe grid"), predicted as its kernel ran: the copy as
+- `probe_tiles.csv`: stores of column tiles, as a recurrence tiled over value columns writes its state:
+  program (t, b) writes 4 to 512 bytes of each of the 128 rows of a 64 KiB block, the tiles of one block
+  consecutive in the grid, from 1 MiB to 512 MiB a launch (`Program.row_run_bytes`, `Program.sector_factor`).
+
+Each row is a `Comparison` (group "probe tiles", "probe grid" or "probe store tiles"), predicted as its kernel ran: the copy as
 the model's `Copy` split over the row's grid, the grid probe's kernel with its compiled code's counts and
 timeline (`compiled/sass_counts.py`, kernel `probe_tile_work`).
 """
@@ -74,6 +78,40 @@ class _TileWork(KernelKind):
                      workgroups=self.programs, threads_per_workgroup=self.threads, family=Family.COPY,
                      program=Program(trips=trips, trip_load_bytes=tile_bytes, trip_store_bytes=tile_bytes,
                                      grid_stride=trips > 1)),)
+
+
+@dataclass(frozen=True)
+class _StoreTiles(KernelKind):
+    """The tiles probe's kernel: `footprint` bytes of rows `pitch` bytes long, written by programs that each
+    store `tile` bytes of every one of `rows` rows of one block (`column_tile_store_kernel`)."""
+
+    kind: ClassVar[str] = "probe-store-tiles"
+
+    tile: int
+    pitch: int
+    rows: int
+    footprint: int
+    threads: int
+
+    def launches(self) -> tuple[Work, ...]:
+        stored = self.rows * self.tile
+        return (Work(flop_by_dtype={}, read_bytes=0, write_bytes=self.footprint,
+                     workgroups=self.footprint // stored, threads_per_workgroup=self.threads, family=Family.COPY,
+                     program=Program(trips=1, trip_store_bytes=stored,
+                                     row_run_bytes=self.tile if self.tile < self.pitch else 0.0,
+                                     store_footprint_bytes=self.footprint)),)
+
+
+def store_tile_rows(hw: str = "h200") -> list[Comparison]:
+    """The tiles probe's column-tile stores against the model's store of the same rows over the same grid."""
+    out = []
+    for row in _rows(hw, "tiles"):
+        tile, footprint = int(row["tile_bytes"]), int(row["footprint_bytes"])
+        kernel = _StoreTiles(tile, int(row["pitch_bytes"]), int(row["rows_per_block"]), footprint,
+                             32 * int(row["num_warps"]))
+        out.append(compare({**row, "launch_mode": "eager", "host_gaps": "hidden"}, kernel, hw,
+                           f"store {tile} B tiles, {footprint >> 20} MiB", "probe store tiles"))
+    return out
 
 
 def grid_rows(hw: str = "h200") -> list[Comparison]:

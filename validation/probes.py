@@ -90,6 +90,8 @@ _OWN_COLUMNS = {
     "host": (("variant", "launch_mode", "nodes", "rounds", "gap_s"), ()),
     "queue": (("num_warps", "stride_words", "wavefronts_per_store", "stores", "launches"),
               ("issue_cycles", "drain_cycles")),
+    "tiles": (("tile_bytes", "pitch_bytes", "rows_per_block", "footprint_bytes", "rotation_bytes", "num_warps",
+               "bytes_per_sample"), ("bytes_per_s",)),
 }
 MULTI_GPU_PROBES = ("peer",)  # recorded on two GPUs of one host (data/<gpu>x2/), skipped on one
 # written and runnable, not yet recorded: no CSV is committed, their constants stay None (and the model's

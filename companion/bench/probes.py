@@ -1076,10 +1076,64 @@ def probe_rows(env: dict, quick: bool) -> list[dict]:
     return rows
 
 
+TILES_PITCH = 128  # fp32 a row: a 128 x 128 fp32 recurrent state, 64 KiB a block
+TILES_ROWS = 128
+TILES_WARPS = 4
+TILES_COLUMNS = (1, 4, 8, 32, 128)  # fp32 a tile: 4, 16, 32, 128 bytes of a row, and whole 512-byte rows
+TILES_FOOTPRINTS = tuple(m << 20 for m in (1, 4, 16, 32, 48, 64, 128, 512))  # bytes one launch writes
+TILES_ROTATION = 256 << 20  # launches write in turn over at least this much (and two footprints): no slot stays in L2
+
+
+def probe_tiles(env: dict, quick: bool) -> list[dict]:
+    """Stores of column tiles, as a recurrence tiled over value columns writes its state: program (t, b) writes
+    column tile t (4 to 512 bytes of each row) of the 128 rows of 64 KiB block b (`column_tile_store_kernel`,
+    4 warps), the tiles of one block consecutive in the grid, so neighbouring programs fill each other's
+    sectors. Launch footprints from 1 MiB (in L2) to 512 MiB (far above it); successive launches write
+    successive slots of a buffer of at least 256 MiB, so each launch also pays the write-back of what earlier
+    ones left dirty, as a kernel timed on rotated buffers does. Against the whole-row stores of the same
+    footprint: whether L2 merges the partial sectors of neighbouring workgroups, and up to what footprint.
+    Eager launches, host hidden."""
+    import torch
+
+    from companion.bench.timing import DEVICE
+    from companion.kernels import probes as k
+
+    block = TILES_ROWS * TILES_PITCH
+    most = max(TILES_FOOTPRINTS)
+    dst = torch.zeros(max(TILES_ROTATION, 2 * most) // 4, device=DEVICE)
+    rows = []
+    for footprint in (TILES_FOOTPRINTS[::2] if quick else TILES_FOOTPRINTS):
+        blocks = footprint // (block * 4)
+        slots = max(2, -(-TILES_ROTATION // footprint))
+        for c in TILES_COLUMNS:
+            turn = [0]
+
+            def launch(c=c, blocks=blocks, slots=slots, turn=turn) -> None:
+                base = (turn[0] % slots) * blocks * block
+                turn[0] += 1
+                k.column_tile_store_kernel[(TILES_PITCH // c, blocks)](dst, base, PITCH=TILES_PITCH, ROWS=TILES_ROWS,
+                                                                       C=c, num_warps=TILES_WARPS)
+
+            dst[: blocks * block].zero_()
+            launch()
+            torch.cuda.synchronize()
+            view = dst[: blocks * block].view(blocks, TILES_ROWS, TILES_PITCH)
+            want = (torch.arange(blocks, device=DEVICE, dtype=torch.float32)[:, None, None] * TILES_PITCH
+                    + torch.arange(TILES_PITCH, device=DEVICE, dtype=torch.float32)[None, None, :] + 1)
+            if not torch.equal(view, want.expand(-1, TILES_ROWS, -1)):
+                raise ProbeError(f"tiles probe: {c * 4} B tiles of {footprint >> 20} MiB written wrong")
+            rows.append({"tile_bytes": c * 4, "pitch_bytes": TILES_PITCH * 4, "rows_per_block": TILES_ROWS,
+                         "footprint_bytes": footprint, "rotation_bytes": slots * footprint,
+                         "num_warps": TILES_WARPS, **_bandwidth(launch, footprint)})
+            print(f"tiles {c * 4:4} B of {TILES_PITCH * 4} B, {footprint >> 20:4} MiB: "
+                  f"{rows[-1]['time_s_median'] * 1e6:8.2f} us ({rows[-1]['bytes_per_s'] / 1e12:5.2f} TB/s)", flush=True)
+    return rows
+
+
 PROBE_FUNCTIONS: dict[str, Callable[[dict, bool], list[dict]]] = {
     "latency": probe_latency, "mlp": probe_mlp, "l2": probe_l2, "floor": probe_floor, "issue": probe_issue,
     "mma": probe_mma, "smem": probe_smem, "clock": probe_clock, "peer": probe_peer, "grid": probe_grid,
-    "rows": probe_rows, "host": probe_host, "queue": probe_queue,
+    "rows": probe_rows, "host": probe_host, "queue": probe_queue, "tiles": probe_tiles,
 }
 if tuple(PROBE_FUNCTIONS) != spec.PROBES:
     raise RuntimeError(f"bench probes {tuple(PROBE_FUNCTIONS)} differ from validation.probes.PROBES {spec.PROBES}")

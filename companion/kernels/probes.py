@@ -195,6 +195,20 @@ def row_slice_kernel(src_ptr, dst_ptr, PITCH: tl.constexpr, R: tl.constexpr, ROW
         tl.store(dst_ptr + p, tl.sum(tl.sum(tl.load(src_ptr + offs), axis=1), axis=0))
 
 
+@triton.jit(do_not_specialize=["base"])
+def column_tile_store_kernel(dst_ptr, base, PITCH: tl.constexpr, ROWS: tl.constexpr, C: tl.constexpr):
+    """Program (t, b) writes column tile t, C fp32 wide, of the ROWS rows of block b (rows PITCH fp32 apart), from
+    `base` on: the programs of one block, consecutive in the grid, fill its rows between them (the state store of a
+    recurrence tiled over value columns). It writes b * PITCH + column + 1 (never zero)."""
+    t = tl.program_id(0)
+    b = tl.program_id(1).to(tl.int64)
+    cols = t * C + tl.arange(0, C)
+    rows = tl.arange(0, ROWS)
+    offs = base + b * ROWS * PITCH + rows[:, None] * PITCH + cols[None, :]
+    value = (b * PITCH + cols + 1).to(tl.float32)
+    tl.store(dst_ptr + offs, tl.zeros([ROWS, C], tl.float32) + value[None, :])
+
+
 def row_slice_reference(src: np.ndarray, pitch: int, r: int, rows: int) -> np.ndarray:
     """What `row_slice_kernel` writes in load mode (float64): per program, the sum of its rows' first r values."""
     grid = src.size // (pitch * rows)

@@ -27,3 +27,20 @@ def test_the_short_tile_copies_that_set_no_constant():
     assert len(rows) == 28  # 4 and 16 KiB tiles, 4 and 8 warps, 1 to 64 per SM
     assert statistics.median(abs(r.error) for r in rows) <= 0.08
     assert all(r.group == "probe tiles" for r in rows)
+
+
+def test_column_tile_stores_against_the_sector_model():
+    from validation.probe_checks import store_tile_rows
+
+    rows = store_tile_rows()
+    assert len(rows) == 40  # 5 tile widths x 8 footprints
+    by = {}
+    for r in rows:
+        by.setdefault(r.label.split(" B ")[0], []).append(r)
+    # a 4-byte piece of a sector and whole lines: the sector model and the measured partial-sector factor hold
+    for width in ("store 4", "store 128", "store 512"):
+        assert statistics.median(abs(r.error) for r in by[width]) <= 0.05, width
+    # neighbouring programs' 16- and 32-byte pieces of one sector: the model is fast on the large footprints
+    # (a known gap, validation/NOTES.md); it must not turn slow there
+    for width in ("store 16", "store 32"):
+        assert all(r.error < 0.05 for r in by[width] if "512 MiB" in r.label), width
