@@ -5,7 +5,7 @@ present: for NVIDIA it runs the `ptxas` it ships and this module disassembles th
 `cuobjdump` it ships too (SASS with each instruction's control code, registers per thread); for AMD its LLVM
 backend writes the AMDGCN assembly, whose metadata gives the VGPRs, AGPRs, SGPRs and LDS bytes. A GPU's target is
 read from its spec's `arch` ("hopper (sm_90)", "cdna4 (gfx950)"): sm_90 for H100/H200, sm_100/sm_103 for
-B200/B300, gfx942 for MI300X, gfx950 for MI355X.
+B200/B300, gfx942 for MI300X/MI325X, gfx950 for MI355X.
 
 A build is kept on disk (`compiled.disk_cache`), keyed by the kernel's source (Triton's own cache key of the
 function and everything it calls), the configuration (signature, constants, specialisations, warps, stages), the

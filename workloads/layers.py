@@ -278,22 +278,34 @@ def _gqa_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
         yield _k(layer, "gqa.k_norm", TOKENS, _make(RmsNorm, tokens=t * kv, hidden=a.head_dim))
     yield from _rope_and_cache_write(layer, "gqa", t, (h + kv) * a.head_dim, 2 * kv * a.head_dim, d)
     positions = batch.verify_positions
+    window = d.model.attention_window(layer)  # a sliding-window layer reads at most this much history
     for name, contexts, q_len in (("decode", batch.decodes, 1), ("verify", batch.verifies, positions)):
         if contexts:
             yield from _c(layer, f"gqa.dcp_query_exchange_{name}", DECODES, CollectiveOp.ALL_GATHER,
                           len(contexts) * q_len * h * a.head_dim * ACT_BYTES, d.dcp)
             yield _k(layer, f"gqa.{name}_attention", DECODE_HISTORY, AttentionPrefill(
                 seqs=len(contexts), q_len=q_len, heads=h * d.dcp, kv_heads=kv, head_dim=a.head_dim,
-                cached=cdiv(_mean(contexts), d.dcp), **tiles.attention_tiles(d.gpu, head_dim=a.head_dim).fields))
+                cached=cdiv(_windowed(_mean(contexts), window), d.dcp),
+                **tiles.attention_tiles(d.gpu, head_dim=a.head_dim).fields))
             yield from _c(layer, f"gqa.dcp_partial_exchange_{name}", DECODES, CollectiveOp.ALL_TO_ALL,
                           len(contexts) * q_len * h * d.dcp * (a.head_dim * 4 + 4), d.dcp)
     if batch.prefills:
         tokens = tuple(c.tokens for c in batch.prefills)
         cached = tuple(c.cached for c in batch.prefills)
         yield _k(layer, "gqa.prefill_attention", PREFILL_HISTORY, AttentionPrefill(
-            seqs=len(tokens), q_len=_mean(tokens), heads=h, kv_heads=kv, head_dim=a.head_dim, cached=_mean(cached),
-            **tiles.attention_tiles(d.gpu, head_dim=a.head_dim).fields))
+            seqs=len(tokens), q_len=_mean(tokens), heads=h, kv_heads=kv, head_dim=a.head_dim,
+            cached=_windowed(_mean(cached), window), **tiles.attention_tiles(d.gpu, head_dim=a.head_dim).fields))
     yield from _output_projection(layer, "gqa", t, h * a.head_dim, d)
+
+
+def _windowed(history: int, window: int) -> int:
+    """Cached tokens an attention reads under a sliding window (0: the whole history).
+
+    Capping the mean history at the window is an upper bound of the mean of the capped histories. In a prefill
+    chunk the causal part among the chunk's own tokens is still priced in full (assumption: the attention kernel
+    has no window field; an upper bound for chunks longer than the window).
+    """
+    return min(history, window) if window else history
 
 
 def _dense_mlp_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:

@@ -79,6 +79,10 @@ def plan_memory(d: Deployment, *, mem_fraction: float = 0.9, max_num_seqs: int =
     gqa_kv = 0.0
     if m.gqa is not None:
         kv_heads = max(1, m.gqa.kv_heads // d.tp)  # TP beyond the KV heads replicates them
+        # assumption: sliding-window layers priced as full attention: every GQA layer holds the K and V of every
+        # cached token, as a single-type paged cache does. A cache that frees what leaves the window (vLLM's
+        # hybrid KV cache manager) holds only `sliding_window` tokens a sequence in those layers, so this
+        # under-states the capacity of such models (up to 2x for gpt-oss, half of whose layers slide).
         gqa_kv = counts[Mixer.GQA.value] * 2 * kv_heads * m.gqa.head_dim * kv_bytes / d.dcp
     kda_state = kda_conv = 0.0
     if m.kda is not None:

@@ -22,6 +22,7 @@ HEADS = "assumption: published models have at most 128 heads"
 WIDTH = "assumption: published head and rank widths are at most 1,536"
 EXPERTS = "assumption: published MoE models have at most 384 routed experts"
 SIZE = "assumption: published hidden and MLP widths are at most ~53,248"
+WINDOW = "assumption: published sliding windows (128 tokens in gpt-oss, 4,096 in Mistral 7B) are far below 1e7 tokens"
 
 
 class Mixer(Enum):
@@ -57,10 +58,27 @@ class Gqa:
     indexer_heads: int = ranged(0, 4096, HEADS, 0)
     indexer_head_dim: int = ranged(0, 4096, WIDTH, 0)
     qk_norm: bool = False  # an RMSNorm over each head of q and of k before RoPE (Qwen3)
+    # Sliding-window attention: the 1-based layers in sliding_window_layers attend to the last sliding_window
+    # tokens only (0 and (): every layer attends to the whole context). Each listed layer's attention reads at
+    # most the window of history; the KV cache still prices every layer's history in full (workloads/memory.py).
+    sliding_window: int = ranged(0, 10**7, WINDOW, 0)
+    sliding_window_layers: tuple[int, ...] = ()
+    # Attention sinks (gpt-oss): one learned logit per query head added to the softmax's denominator. Counted
+    # as parameters; ignored in costing (one extra exp and add per row of the softmax).
+    attention_sinks: bool = False
 
     def __post_init__(self) -> None:
         if self.kv_heads <= 0 or self.heads % self.kv_heads:
             raise FieldError("kv_heads", f"must divide heads ({self.heads}), got {self.kv_heads}")
+        if self.sliding_window_layers and not self.sliding_window:
+            raise FieldError("sliding_window", "must be a positive number of tokens when sliding_window_layers "
+                             "lists layers")
+        if self.sliding_window and not self.sliding_window_layers:
+            raise FieldError("sliding_window_layers", f"must list the layers that use the {self.sliding_window}-"
+                             "token window (1-based)")
+        repeated = sorted({i for i in self.sliding_window_layers if self.sliding_window_layers.count(i) > 1})
+        if repeated:
+            raise FieldError("sliding_window_layers", f"lists layers more than once: {repeated}")
 
 
 @dataclass(frozen=True)
@@ -147,6 +165,9 @@ class ModelSpec:
         bad = [i for i in self.mla_layers if not 1 <= i <= self.layers]
         if bad:
             raise FieldError("mla_layers", f"layers must be in 1..{self.layers}, got {bad}")
+        bad = [i for i in self.gqa.sliding_window_layers if not 1 <= i <= self.layers] if self.gqa else []
+        if bad:
+            raise FieldError("gqa.sliding_window_layers", f"layers must be in 1..{self.layers}, got {bad}")
         if self.moe is None and self.intermediate_size <= 0:
             raise FieldError("intermediate_size", "a dense model needs a positive intermediate_size")
         if self.moe is not None and self.moe.dense_layers and self.intermediate_size <= 0:
@@ -161,6 +182,12 @@ class ModelSpec:
         if self.kda is not None:
             return Mixer.MLA if layer in self.mla_layers else Mixer.KDA
         return Mixer.MLA if self.mla is not None else Mixer.GQA
+
+    def attention_window(self, layer: int) -> int:
+        """Tokens of history the attention of 1-based `layer` reads at most; 0 for the whole context."""
+        if self.mixer(layer) is Mixer.GQA and self.gqa is not None and layer in self.gqa.sliding_window_layers:
+            return self.gqa.sliding_window
+        return 0
 
     def is_moe_layer(self, layer: int) -> bool:
         return self.moe is not None and layer > self.moe.dense_layers

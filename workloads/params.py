@@ -11,7 +11,8 @@ from workloads.model import Gqa, Kda, Mixer, Mla, ModelSpec, Moe, Part
 
 
 def gqa_params(hidden: int, a: Gqa) -> int:
-    """q (optionally low rank), k, v, o (optionally grouped low rank), biases, and a sparse-attention indexer."""
+    """q (optionally low rank), k, v, o (optionally grouped low rank), biases, a sparse-attention indexer, and
+    one attention-sink logit per query head."""
     q_width = a.heads * a.head_dim
     q = _low_rank(hidden, a.q_lora_rank, q_width)
     kv = 2 * hidden * a.kv_heads * a.head_dim
@@ -22,7 +23,8 @@ def gqa_params(hidden: int, a: Gqa) -> int:
     if a.indexer_heads:
         indexer_q = (a.q_lora_rank or hidden) * a.indexer_heads * a.indexer_head_dim
         indexer = indexer_q + hidden * a.indexer_head_dim + hidden * a.indexer_heads
-    return q + kv + bias + o + indexer
+    sinks = a.heads if a.attention_sinks else 0
+    return q + kv + bias + o + indexer + sinks
 
 
 def _low_rank(hidden: int, rank: int, out: int) -> int:

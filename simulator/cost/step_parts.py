@@ -2,11 +2,12 @@
 keyed by exactly what its items' costs depend on (the `Depends` tag every step item carries).
 
 A layer is three signatures: its input (norm or AttnRes mixing, by source count), its mixer (by
-mixer type) and its FFN (MoE or dense). Each signature's items split by tag into a token part (keyed
-by the batch's token count), a prefill part (keyed by the prefill chunks, with their cached prefix
-only where an item reads it) and a decode part (keyed by the decodes, verifies and drafts, with
-their contexts only where an item reads them). Around the stack, the embedding and final norm are
-a token part and the LM head, logits gather and sampling a part keyed by the sampled positions.
+mixer type and attention window) and its FFN (MoE or dense). Each signature's items split by tag
+into a token part (keyed by the batch's token count), a prefill part (keyed by the prefill chunks,
+with their cached prefix only where an item reads it) and a decode part (keyed by the decodes,
+verifies and drafts, with their contexts only where an item reads them). Around the stack, the
+embedding and final norm are a token part and the LM head, logits gather and sampling a part keyed
+by the sampled positions.
 `step_time` equals `time_plan(build_step(batch))`; tests hold the two together.
 """
 
@@ -45,7 +46,7 @@ PROBE = Batch(prefills=(PrefillChunk(64, 64),), decodes=(1 << 16,), verifies=(1 
 class Signature:
     """Layers whose items are the same for every batch: how many, the first one, and what their parts read."""
 
-    key: tuple  # plain values: ("input", sources), ("mixer", "mla"), ("ffn", is_moe); hashed at every miss
+    key: tuple  # plain values: ("input", sources), ("mixer", "mla", window), ("ffn", is_moe); hashed at every miss
     layers: int
     first_layer: int
     items: Callable[[int, Batch, Deployment], Iterator[StepItem]]
@@ -61,7 +62,7 @@ def signatures(deployment: Deployment) -> tuple[Signature, ...]:
     counts: dict[tuple, list] = {}
     for layer in range(1, m.layers + 1):
         for key, maker in ((("input", layers.attnres_sources(layer, deployment)), layers.input_items),
-                           (("mixer", m.mixer(layer).value), layers.mixer_items),
+                           (("mixer", m.mixer(layer).value, m.attention_window(layer)), layers.mixer_items),
                            (("ffn", m.is_moe_layer(layer)), layers.ffn_items)):
             counts.setdefault(key, [0, layer, maker])[0] += 1
     found = []

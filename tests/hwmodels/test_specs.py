@@ -15,14 +15,15 @@ from hwmodels.calibration import load_calibration
 from hwmodels.dtypes import Dtype
 from hwmodels.spec import CYCLE_MODEL_FIELDS, GPU, SPEC_DIR, Platform, load_gpu, load_platform, spec_names
 from hwmodels.specfile import SpecError, load_record
+from hwmodels.work import Family
 
 GPUS = spec_names("gpus")
 PLATFORMS = spec_names("platforms")
 
 
 def test_the_catalog_holds_every_supported_gpu_and_platform():
-    assert set(GPUS) == {"mi355x", "mi300x", "b300", "b200", "h200", "h100"}
-    assert {"mi355x-8", "mi300x-8", "b300-8", "b200-8", "h200-8", "h100-8", "h200-2"} <= set(PLATFORMS)
+    assert set(GPUS) == {"mi355x", "mi325x", "mi300x", "b300", "b200", "h200", "h100"}
+    assert {"mi355x-8", "mi325x-8", "mi300x-8", "b300-8", "b200-8", "h200-8", "h100-8", "h200-2"} <= set(PLATFORMS)
 
 
 @pytest.mark.parametrize("name", GPUS)
@@ -62,6 +63,53 @@ def test_kimi_k3_study_numbers_match():
     assert load_gpu("mi300x").lds_granularity_bytes == 512
     pair = load_platform("h200-2")
     assert pair.links_per_gpu == 18 and pair.link_bandwidth_bytes_per_s == pytest.approx(26.56e9)
+
+
+def test_mi325x_is_the_mi300x_die_with_more_and_faster_hbm():
+    mi300x, mi325x = load_gpu("mi300x"), load_gpu("mi325x")
+    assert mi325x.arch == mi300x.arch == "cdna3 (gfx942)"
+    assert mi325x.compute_units == mi300x.compute_units == 304
+    for dtype in (Dtype.FP32, Dtype.TF32, Dtype.BF16, Dtype.FP16, Dtype.FP8, Dtype.INT8):
+        assert mi325x.peak_flop_per_s(dtype) == mi300x.peak_flop_per_s(dtype)
+    assert mi325x.peak_flop_per_s(Dtype.BF16) == pytest.approx(1307.4e12)
+    assert mi325x.peak_flop_per_s(Dtype.FP8) == pytest.approx(2614.9e12)
+    assert not any(mi325x.supports(d) for d in (Dtype.MXFP6, Dtype.MXFP4, Dtype.NVFP4))
+    assert mi325x.hbm_capacity_bytes == 256e9 and mi325x.hbm_bandwidth_bytes_per_s == 6.0e12
+    carried = [k for k, s in mi325x.sources.items() if "assumption: same CDNA3 die as MI300X" in s]
+    assert {"dram_latency_ns", "l2_latency_ns", "kernel_floor_us"} <= set(carried)
+    # its own measured matmul rate ([S3]: 784.9 of 1307.4 TFLOP/s), not MI300X's
+    assert load_calibration("mi325x").compute_efficiency_for(Family.GEMM, Dtype.BF16) == pytest.approx(0.60)
+    node = load_platform("mi325x-8")
+    assert node.gpu == "mi325x" and node.gpus == 8 and node.links_per_gpu == 7
+
+
+def test_a_kernel_runs_on_mi325x_and_its_faster_hbm_shows():
+    from infersim.queries import kernel_query
+
+    params = {"m": "4", "n": "7168", "k": "7168", "dtype": "bf16"}  # a decode GEMM: weight-streaming bound
+    on_325, on_300 = kernel_query("mi325x", "gemm", params), kernel_query("mi300x", "gemm", params)
+    assert on_325["calibration"] == "mi325x" and on_325["tiles"]["family"] == "cdna3"
+    assert on_325["flop"] == on_300["flop"] == 2 * 4 * 7168 * 7168
+    assert 0 < on_325["time_s"] < on_300["time_s"]
+
+
+# Peak rates each GPU's datasheet gives: every GPU has the formats its math units support, with a source.
+SUPPORTED_FORMATS = {
+    "h100": {Dtype.FP8}, "h200": {Dtype.FP8}, "mi300x": {Dtype.FP8}, "mi325x": {Dtype.FP8},
+    "b200": {Dtype.FP8, Dtype.MXFP6, Dtype.MXFP4, Dtype.NVFP4},
+    "b300": {Dtype.FP8, Dtype.MXFP6, Dtype.MXFP4, Dtype.NVFP4},
+    "mi355x": {Dtype.FP8, Dtype.MXFP6, Dtype.MXFP4},
+}
+
+
+@pytest.mark.parametrize("name", GPUS)
+def test_low_precision_peaks_are_given_where_the_gpu_supports_the_format(name):
+    gpu = load_gpu(name)
+    narrow = {Dtype.FP8, Dtype.MXFP6, Dtype.MXFP4, Dtype.NVFP4}
+    assert {d for d in narrow if gpu.supports(d)} == SUPPORTED_FORMATS[name]
+    for dtype in SUPPORTED_FORMATS[name]:
+        assert gpu.peak_flop_per_s(dtype) >= gpu.peak_flop_per_s(Dtype.BF16)
+        assert gpu.sources[f"peak_dense_tflop_per_s.{dtype.value}"].strip()
 
 
 def test_unsupported_datatype_names_the_supported_ones():
@@ -127,7 +175,7 @@ def test_malformed_yaml_names_the_file_and_line(write_yaml):
 
 
 def test_unknown_gpu_lists_the_valid_ones():
-    with pytest.raises(SpecError, match=r"unknown GPU \(valid: b200, b300, h100, h200, mi300x, mi355x\)"):
+    with pytest.raises(SpecError, match=r"unknown GPU \(valid: b200, b300, h100, h200, mi300x, mi325x, mi355x\)"):
         load_gpu("a100")
 
 

@@ -62,7 +62,7 @@ def test_gemm_json_has_the_contract_keys(capsys):
 
 def test_hw_list_and_show(capsys):
     listing = run_json(capsys, "hw", "list")
-    assert {g["name"] for g in listing["gpus"]} == {"mi355x", "mi300x", "b300", "b200", "h200", "h100"}
+    assert {g["name"] for g in listing["gpus"]} == {"mi355x", "mi325x", "mi300x", "b300", "b200", "h200", "h100"}
     shown = run_json(capsys, "hw", "show", "mi355x")
     assert shown["compute_units"] == 256 and "1,280" in shown["sources"]["lds_granularity_bytes"]
     assert run_json(capsys, "hw", "show", "h200-2")["links_per_gpu"] == 18
@@ -78,7 +78,8 @@ def test_table_output_is_readable(capsys):
 
 
 @pytest.mark.parametrize(("argv", "message"), [
-    (["occupancy", "--hw", "a100", "--lds-bytes", "0"], "unknown GPU (valid: b200, b300, h100, h200, mi300x, mi355x)"),
+    (["occupancy", "--hw", "a100", "--lds-bytes", "0"],
+     "unknown GPU (valid: b200, b300, h100, h200, mi300x, mi325x, mi355x)"),
     (["kernel", "--hw", "h200", "gemmm"], "unknown kernel kind 'gemmm' (valid: "),
     (["kernel", "--hw", "h200", "gemm", "--param", "m=1"], "missing parameter(s) n, k"),
     (["kernel", "--hw", "h200", "gemm", "--param", "m=1", "--param", "n=2", "--param", "k=3", "--param", "x=1"],
@@ -119,7 +120,7 @@ def test_model_show_reports_kimi_k3_structure(capsys):
     assert (result["mla_layers"], result["kda_layers"], result["moe_layers"]) == (24, 69, 92)
     assert (result["experts"], result["top_k"]) == (896, 16)
     assert abs(result["params"] / 2.8e12 - 1) < 0.03
-    assert len(run_json(capsys, "model", "list")["models"]) == 9
+    assert len(run_json(capsys, "model", "list")["models"]) == 12
 
 
 def test_memory_reports_weights_and_mla_history(capsys):
@@ -148,7 +149,7 @@ def test_step_prints_families_flop_bytes_and_times(capsys):
 @pytest.mark.parametrize(("argv", "message"), [
     (["memory", "--model", "kimi-k3", "--hw", "h100", "--tp", "8"], "kimi-k3 does not fit on h100 at tp=8"),
     (["memory", "--model", "qwen3-32b", "--hw", "h200", "--tp", "5"], "tp=5 does not divide qwen3-32b's 64 gqa heads"),
-    (["memory", "--model", "gpt-5", "--hw", "h200"], "unknown model (valid: deepseek-v3"),
+    (["memory", "--model", "gpt-5", "--hw", "h200"], "unknown model (valid: deepseek-r1, deepseek-v3"),
     (["step", "--model", "kimi-k3", "--hw", "mi355x", "--tp", "8"], "give at least one of --decode"),
     (["step", "--model", "kimi-k3", "--hw", "mi355x", "--tp", "8", "--decode", "64"], "expected COUNTxLENGTH"),
     (["step", "--model", "kimi-k3", "--hw", "mi355x", "--tp", "8", "--decode", "1x5", "--option", "fast=1"],

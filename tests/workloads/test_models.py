@@ -2,18 +2,21 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 import yaml
 
+from hwmodels.dtypes import Dtype
 from hwmodels.spec import load_gpu
 from hwmodels.specfile import SpecError
 from workloads.deployment import Deployment
 from workloads.memory import plan_memory
-from workloads.model import MODEL_DIR, load_model, model_names
-from workloads.params import count_params, total_params
+from workloads.model import MODEL_DIR, Part, load_model, model_names
+from workloads.params import active_matmul_params, count_params, total_params
 
 CATALOG = {"kimi-k3", "deepseek-v3", "kimi-k2", "qwen3-32b", "qwen2.5-72b-instruct", "qwen3-235b-a22b",
-           "minimax-m2", "deepseek-v4-flash", "llama-3.1-70b"}
+           "minimax-m2", "deepseek-v4-flash", "llama-3.1-70b", "deepseek-r1", "llama-3.3-70b", "gpt-oss-120b"}
 
 
 def test_the_catalog_is_complete():
@@ -48,6 +51,65 @@ def test_every_other_model_is_within_2_percent_of_its_published_total(name):
     model = load_model(name)
     assert total_params(model) == pytest.approx(model.published_params, rel=0.02)
     assert model.sources["published_params"]
+
+
+@pytest.mark.parametrize(("name", "same_as"), [("deepseek-r1", "deepseek-v3"), ("llama-3.3-70b", "llama-3.1-70b")])
+def test_new_releases_of_an_architecture_match_it(name, same_as):
+    # DeepSeek-R1 is DeepSeek-V3's architecture and FP8 checkpoint; Llama 3.3 70B is Llama 3.1 70B's
+    model, base = load_model(name), load_model(same_as)
+    assert dataclasses.replace(model, name=base.name, description=base.description) == base
+    assert model.sources["hidden_size"] != base.sources["hidden_size"]  # each cites its own config
+
+
+def test_gpt_oss_structure_matches_its_config():
+    m = load_model("gpt-oss-120b")
+    assert m.layer_counts() == {"gqa": 36, "mla": 0, "kda": 0, "moe": 36, "dense_mlp": 0}
+    gqa = m.gqa
+    assert (gqa.heads, gqa.kv_heads, gqa.head_dim, gqa.qkv_bias, gqa.attention_sinks) == (64, 8, 64, True, True)
+    assert (m.moe.experts, m.moe.top_k, m.moe.shared_experts, m.moe.expert_intermediate_size) == (128, 4, 0, 2880)
+    # layer_types alternate sliding_attention, full_attention from the first layer
+    assert [m.attention_window(i) for i in range(1, 37)] == [128, 0] * 18
+    assert m.weights[Part.ROUTED_EXPERTS] is Dtype.MXFP4
+    assert {m.weights[p] for p in Part if p is not Part.ROUTED_EXPERTS} == {Dtype.BF16}
+
+
+def test_gpt_oss_counts_match_the_model_card():
+    m = load_model("gpt-oss-120b")
+    # 116.8B total (the experts' biases, 40M, are not counted), 5.1B active, a 60.8 GiB checkpoint ([S63b])
+    assert total_params(m) == pytest.approx(116.8e9, rel=0.001)
+    assert active_matmul_params(m) == pytest.approx(5.13e9, rel=0.01)
+    checkpoint = sum(m.weights[p].storage_bytes(n) for p, n in count_params(m).items())
+    assert checkpoint / 2**30 == pytest.approx(60.8, rel=0.005)
+
+
+def test_gpt_oss_kv_prices_sliding_layers_as_full_attention():
+    # assumption (workloads/memory.py): every layer keeps every cached token's K and V
+    plan = plan_memory(Deployment(load_model("gpt-oss-120b"), load_gpu("h200"), tp=8))
+    assert plan.gqa_kv_bytes_per_token == 36 * 2 * 1 * 64 * 2
+
+
+def _with_gqa(tmp_path, **gqa):
+    raw = yaml.safe_load((MODEL_DIR / "gpt-oss-120b.yaml").read_text())
+    raw["gqa"].update(gqa)
+    for key in [k for k, v in gqa.items() if v is None]:
+        del raw["gqa"][key]
+    path = tmp_path / "bad.yaml"
+    path.write_text(yaml.safe_dump(raw))
+    return str(path)
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"sliding_window": None}, r"gqa\.sliding_window: must be a positive number of tokens when sliding_window_layers"),
+    ({"sliding_window_layers": None}, r"gqa\.sliding_window_layers: must list the layers that use the 128-token"),
+    ({"sliding_window_layers": {"value": [1, 3, 3], "source": "x"}}, r"lists layers more than once: \[3\]"),
+    ({"sliding_window_layers": {"value": [1, 37], "source": "x"}}, r"gqa\.sliding_window_layers: layers must be in "
+                                                                   r"1\.\.36, got \[37\]"),
+    ({"sliding_window": {"value": 1e9, "source": "x"}}, r"gqa\.sliding_window: 1000000000 is out of range"),
+    ({"attention_sinks": "yes"}, r"gqa\.attention_sinks: must be true or false"),
+])
+def test_a_bad_sliding_window_is_named(tmp_path, change, message):
+    with pytest.raises(SpecError, match=message):
+        load_model(_with_gqa(tmp_path, **change))
 
 
 def test_kimi_k3_weights_per_gpu_at_tp8_are_an_eighth_of_the_checkpoint():
@@ -107,7 +169,7 @@ def test_a_bad_model_file_is_named(tmp_path):
 
 
 def test_unknown_model_lists_the_catalog():
-    with pytest.raises(SpecError, match=r"unknown model \(valid: deepseek-v3, deepseek-v4-flash"):
+    with pytest.raises(SpecError, match=r"unknown model \(valid: deepseek-r1, deepseek-v3, deepseek-v4-flash"):
         load_model("gpt-5")
 
 

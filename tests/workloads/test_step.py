@@ -113,7 +113,23 @@ def test_attnres_block_start_mixes_earlier_blocks():
     assert len(fused_mix.launches()) == 1 and fused_mix.work().bytes < mix.work().bytes
 
 
-@pytest.mark.parametrize("name", ["qwen3-32b", "llama-3.1-70b", "deepseek-v3", "kimi-k3", "qwen3-235b-a22b"])
+def test_sliding_window_layers_read_at_most_the_window():
+    d = deploy("gpt-oss-120b", tp=8)
+    plan = build_step(Batch(prefills=(PrefillChunk(512, 4096),), decodes=(32768, 100)), d)
+    attention = {(i.layer, i.name): i.kernel for i in plan.kernels if i.name.endswith("_attention")}
+    # layer 1 slides (128 tokens), layer 2 attends to everything; the mean decode context is 16434
+    assert attention[(1, "gqa.decode_attention")].cached == 128
+    assert attention[(2, "gqa.decode_attention")].cached == 16434
+    assert attention[(1, "gqa.prefill_attention")].cached == 128
+    assert attention[(2, "gqa.prefill_attention")].cached == 4096
+    assert attention[(1, "gqa.decode_attention")].work().flop < attention[(2, "gqa.decode_attention")].work().flop
+    dcp = build_step(Batch(decodes=(32768,)), replace(d, dcp=8))
+    windowed = next(i.kernel for i in dcp.kernels if (i.layer, i.name) == (3, "gqa.decode_attention"))
+    assert windowed.cached == 128 // 8  # each rank holds its share of the window
+
+
+@pytest.mark.parametrize("name", ["qwen3-32b", "llama-3.1-70b", "deepseek-v3", "kimi-k3", "qwen3-235b-a22b",
+                                  "gpt-oss-120b"])
 def test_matmul_flop_is_twice_active_params_times_tokens(name):
     model = load_model(name)
     # tokens chosen so each expert gets a whole number of 64-row tiles (no padding FLOP)

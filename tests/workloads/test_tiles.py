@@ -30,7 +30,7 @@ def _lds(kernel) -> int:
 def test_families_of_the_catalog_gpus():
     assert {g: arch_family(load_gpu(g)) for g in GPUS} == {
         "b200": ArchFamily.BLACKWELL, "b300": ArchFamily.BLACKWELL, "h100": ArchFamily.HOPPER,
-        "h200": ArchFamily.HOPPER, "mi300x": ArchFamily.CDNA3, "mi355x": ArchFamily.CDNA4}
+        "h200": ArchFamily.HOPPER, "mi300x": ArchFamily.CDNA3, "mi325x": ArchFamily.CDNA3, "mi355x": ArchFamily.CDNA4}
 
 
 @pytest.mark.parametrize("gpu", GPUS)

@@ -72,6 +72,7 @@ SPEC = Batch(prefills=(PrefillChunk(64, 100),), verifies=(4000, 12000), drafts=3
 @pytest.mark.parametrize("model,gpu,tp,dcp", [
     ("llama-3.1-70b", "h200", 8, 1), ("llama-3.1-70b", "h200", 8, 4), ("deepseek-v3", "h200", 8, 8),
     ("kimi-k3", "mi355x", 8, 1), ("kimi-k3", "mi355x", 8, 8), ("qwen3-235b-a22b", "b200", 4, 1),
+    ("gpt-oss-120b", "h200", 8, 1), ("gpt-oss-120b", "h200", 8, 4),  # sliding-window and full layers
 ])
 @pytest.mark.parametrize("batch", [MIXED, SPEC], ids=["mixed", "spec"])
 def test_step_parts_sum_to_the_full_plan_for_every_mixer(model, gpu, tp, dcp, batch):
@@ -100,6 +101,12 @@ def test_parts_of_a_mixer_that_reads_no_history_are_shared_across_lengths():
     for context in (1000, 90000):  # both exact against the full plan, whatever is shared
         batch = Batch(decodes=(context,) * 8)
         assert parts.total_s((), batch.decodes, (), 0, batch.tokens) == pytest.approx(full_s(batch), rel=1e-12)
+
+
+def test_sliding_window_layers_are_a_signature_of_their_own():
+    gpt_oss = Deployment(load_model("gpt-oss-120b"), GPU, tp=8)
+    mixers = {s.key: s.layers for s in signatures(gpt_oss) if s.key[0] == "mixer"}
+    assert mixers == {("mixer", "gqa", 128): 18, ("mixer", "gqa", 0): 18}
 
 
 def test_every_step_item_carries_a_tag_and_only_the_lm_head_reads_sampled_positions():
