@@ -122,6 +122,10 @@ def _parse_value(kind: str, key: str, hint: Any, text: str) -> Any:
         return flags.whole(text, flag, flags.KERNEL_INT)
     if hint is float:
         return flags.real(text, flag, flags.KERNEL_FLOAT)
+    if typing.get_origin(hint) is tuple and typing.get_args(hint)[:1] == (int,):
+        # a list of whole numbers (MLA's per-sequence histories, a grouped GEMM's rows by expert): "8192,1024,..."
+        items = [item for item in text.strip("()[] ").replace(",", " ").split()]
+        return tuple(flags.whole(item, flag, flags.KERNEL_INT) for item in items)
     try:
         if hint is bool:
             lowered = text.lower()

@@ -178,33 +178,49 @@ class MoeGemm(KernelKind):
     tile_k: int = 32  # reduction depth of one pipeline stage
     stages: int = 2  # pipeline stages resident in LDS at once (2 x 32 KiB fits the 64 KiB of CDNA3)
     threads: int = 256  # threads per workgroup
+    # rows routed to each expert when they differ (a skewed router); empty: every one of `experts` gets
+    # `tokens_per_expert`. Given, `experts` and `tokens_per_expert` must be its length and its largest.
+    rows_by_expert: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         check_ints(self, ("experts", "n", "k", "tile_m", "tile_n", "tile_k", "stages", "threads"),
                     ("tokens_per_expert",))
         coerce(self, "dtype", Dtype)
         coerce(self, "out_dtype", Dtype)
+        if self.rows_by_expert:
+            rows = self.rows_by_expert
+            if any(not isinstance(r, int) or r < 0 for r in rows):
+                raise ValueError(f"rows_by_expert must be non-negative integers, got {rows!r}")
+            if len(rows) != self.experts or max(rows) != self.tokens_per_expert:
+                raise ValueError(f"rows_by_expert has {len(rows)} experts and at most {max(rows)} rows; experts="
+                                 f"{self.experts} and tokens_per_expert={self.tokens_per_expert} must match")
+
+    def _rows(self) -> tuple[int, ...]:
+        return self.rows_by_expert or (self.tokens_per_expert,) * self.experts
 
     def launches(self) -> tuple[Work, ...]:
-        """One launch over every expert's padded row tiles; an idle expert reads no weights."""
-        e, t, n, k = self.experts, self.tokens_per_expert, self.n, self.k
-        row_tiles = cdiv(t, self.tile_m)
-        weight_bytes = self.dtype.storage_bytes(k * n) if t else 0.0
+        """One launch over every expert's padded row tiles; an idle expert reads no weights. Uneven experts add
+        their own row tiles; the weight tile of an expert is shared by its row tiles (through L2) on average."""
+        n, k, rows = self.n, self.k, self._rows()
+        active = [r for r in rows if r]
+        row_tiles = sum(cdiv(r, self.tile_m) for r in active)
+        routed = sum(active)
+        mean_tiles = row_tiles / len(active) if active else 0.0
         return (
             Work(
-                flop_by_dtype={self.dtype: 2 * e * row_tiles * self.tile_m * n * k},
-                read_bytes=e * (self.dtype.storage_bytes(t * k) + weight_bytes),
-                write_bytes=e * self.out_dtype.storage_bytes(t * n),
-                workgroups=e * row_tiles * cdiv(n, self.tile_n),
+                flop_by_dtype={self.dtype: 2 * row_tiles * self.tile_m * n * k},
+                read_bytes=self.dtype.storage_bytes(routed * k) + len(active) * self.dtype.storage_bytes(k * n),
+                write_bytes=self.out_dtype.storage_bytes(routed * n),
+                workgroups=row_tiles * cdiv(n, self.tile_n),
                 threads_per_workgroup=self.threads,
                 lds_bytes_per_workgroup=_gemm_lds_bytes(
                     self.stages, self.tile_m, self.tile_n, self.tile_k, self.dtype
                 ),
                 family=Family.MOE_GEMM,
                 program=_gemm_program(k, min(n, self.tile_n), self.tile_k, self.stages, self.dtype,
-                                      max(1, row_tiles)),
-                **_tile_figures(min(t, self.tile_m), min(n, self.tile_n), k, self.tile_m,
-                                e * cdiv(n, self.tile_n) if t else 0, self.dtype, self.out_dtype),
+                                      max(1, round(mean_tiles))),
+                **_tile_figures(min(max(rows), self.tile_m), min(n, self.tile_n), k, self.tile_m,
+                                len(active) * cdiv(n, self.tile_n), self.dtype, self.out_dtype),
             ),
         )
 

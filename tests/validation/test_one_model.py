@@ -68,7 +68,7 @@ def test_every_row_that_prices_product_kernels_is_what_infersim_kernel_predicts(
     assert set(replayed) >= {"gemm bf16 decode", "gemm bf16 prefill", "gemm fp8 prefill", "add-rmsnorm fused decode",
                              "add-rmsnorm unfused prefill", "mla decode", "kda prefill", "kda decode", "kda verify",
                              "codec quantize", "codec dequantize"}, replayed
-    assert sum(replayed.values()) >= 228
+    assert sum(replayed.values()) >= 228 + 48  # the moe suite's Triton rows among them
 
 
 @pytest.mark.parametrize(("m", "n", "k"), [(4, 7168, 7168), (1, 4096, 4096), (2560, 8192, 1024), (8192, 8192, 8192)])

@@ -20,7 +20,7 @@ from collections.abc import Sequence
 from types import ModuleType
 
 BASE = ("gemm", "copy_grid", "launch")
-COMPANION = ("codec", "kda", "mla_decode", "norm", "occupancy")
+COMPANION = ("codec", "kda", "mla_decode", "moe", "norm", "occupancy")
 NAMES = (*BASE, *COMPANION)
 
 # Values of the `dtype` column (PyTorch's names) and their bytes per element.
