@@ -234,6 +234,13 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument("--refit", action="store_true", help="with --links: fit the calibration again and write it")
     val.add_argument("--published", action="store_true",
                      help="instead: the model against the published 8x MI300X all-reduce table")
+    val.add_argument("--serving", action="store_true",
+                     help="instead: published end-to-end serving results (validation/published/serving.csv), each "
+                          "configuration simulated; error of throughput per GPU, TPOT and TTFT per platform")
+    val.add_argument("--platform", action="append", default=None, metavar="GPU",
+                     help="with --serving: only the rows of this GPU (repeatable), e.g. h200")
+    val.add_argument("--html", default=None, metavar="FILE",
+                     help="with --serving: also write the interactive plot of predicted against published")
     val.add_argument("--json", action="store_true", help="print one JSON object")
     _cost_model_flag(val)
 

@@ -3,6 +3,7 @@
     infersim validate --hw h200 [--rows] [--write-report]   # kernel suites and collective sweeps of a GPU
     infersim validate --links h200-2 [--refit]               # the collective-library calibration (NCCL sweep)
     infersim validate --published                            # the published 8x MI300X all-reduce table
+    infersim validate --serving [--platform GPU] [--html FILE] # published end-to-end serving results
 """
 
 from __future__ import annotations
@@ -19,10 +20,12 @@ _BEFORE_KEYS = {"median_abs_pct": "roofline_median_abs_pct", "median_signed_pct"
 
 def validate_command(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     """(JSON result, table title) of `infersim validate`; a wrong combination of options is a ValueError."""
-    given = [name for name, value in (("--hw", args.hw), ("--links", args.links), ("--published", args.published))
-             if value]
+    given = [name for name, value in (("--hw", args.hw), ("--links", args.links), ("--published", args.published),
+                                      ("--serving", args.serving)) if value]
     if len(given) != 1:
-        raise ValueError(f"give exactly one of --hw GPU, --links PLATFORM or --published (got {len(given)})")
+        raise ValueError(f"give exactly one of --hw GPU, --links PLATFORM, --published or --serving (got {len(given)})")
+    if (args.platform or args.html) and not args.serving:
+        raise ValueError("--platform and --html go with --serving")
     if (args.rows or args.write_report) and not args.hw:
         raise ValueError("--rows and --write-report go with --hw GPU")
     if args.refit and not args.links:
@@ -35,6 +38,8 @@ def validate_command(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
                 f"NCCL sweep against the {args.links} library calibration")
     if args.published:
         return published_query(), "Predicted vs the published 8x MI300X all-reduce table"
+    if args.serving:
+        return serving_query(args.platform, args.html), "Predicted vs published end-to-end serving results"
     return validate_query(args.hw, args.write_report, rows=args.rows), f"Predicted vs measured on {args.hw}"
 
 
@@ -93,3 +98,37 @@ def published_query() -> dict[str, Any]:
         "every_row": [{"series": r.label, "size_bytes": r.size_bytes, "published_s": r.measured_s,
                        "predicted_s": r.predicted_s, "error_pct": r.error * 100} for r in compared],
     }
+
+
+def serving_query(platforms: list[str] | None = None, html: str | None = None) -> dict[str, Any]:
+    """Every published serving configuration the simulator stands for, simulated (a progress line on stderr), with
+    the error of throughput per GPU, median TPOT and median TTFT per platform; the rows left out, with why."""
+    from infersim.output_paths import write_target
+    from infersim.progress import CountProgress
+    from validation import serving
+
+    kept, _ = serving.points()
+    known = sorted({p.platform for p in kept})
+    for name in platforms or ():
+        if name not in known:
+            raise ValueError(f"--platform {name!r}: no published serving rows (valid: {', '.join(known)})")
+    selected = [p for p in kept if not platforms or p.platform in platforms]
+    target = write_target(html, "--html") if html else None  # fail before simulating, not after
+    with CountProgress(len(selected), "configurations", "simulating") as bar:
+        compared, left = serving.compare(selected, progress=bar.advance)
+    result: dict[str, Any] = {
+        "table": str(serving.TABLE.relative_to(serving.TABLE.parents[2])),
+        "platforms": serving.summary(compared),
+        "every_row": [{"row": r.point.index, "source": r.point.source_id, "configuration": r.point.label,
+                       **{f"published_{m}": r.point.published.get(m) for m in serving.METRICS},
+                       **{f"predicted_{m}": r.predicted.get(m) for m in serving.METRICS},
+                       **{f"error_pct_{m}": r.errors[m] * 100 for m in r.errors}} for r in compared],
+        "left_out": [{"row": index, "configuration": label, "why": why} for index, label, why in left
+                     if not platforms or label.split()[0] in platforms],
+    }
+    if target is not None:
+        from hwmodels.output_files import write_text_atomic
+
+        write_text_atomic(target, serving.figure_html(compared))
+        result["written"] = [str(target)]
+    return result

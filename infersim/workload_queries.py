@@ -175,7 +175,19 @@ def step_query(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, decod
         "collectives": {name: {"time_s": t} for name, t in timed.by_collective_s.items()},
         "tiles": tiles,
         "options": {f.name: _plain(getattr(d.options, f.name)) for f in dataclasses.fields(KernelOptions)},
+        **({"mla_decode": _mla_decode(plan, d)} if d.model.mla is not None else {}),
     }
+
+
+def _mla_decode(plan: Any, d: Deployment) -> dict[str, Any]:
+    """The MLA decode backend the step runs and the split-KV partitions it picked for the step's decodes and verifies
+    (`kernels.mla_num_splits: auto`: the backend's heuristic; a number: that number)."""
+    from workloads.layers import mla_backend
+
+    decodes = [item for item in plan.kernels if item.name == "mla.decode"]
+    splits = [item.kernel.num_splits for item in decodes if item.layer == decodes[0].layer]
+    return {"backend": mla_backend(d).value, "num_splits": splits,
+            "chosen_by": "backend heuristic" if d.options.mla_num_splits == 0 else "kernels.mla_num_splits"}
 
 
 def step_trace(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, decode: str | None = None,

@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any
 
 from hwmodels.specfile import FieldError, YamlError, parse_yaml, range_problem, ranged, read_yaml_file, shown
-from workloads.deployment import KernelOptions
+from workloads.attention_backends import ENGINES
+from workloads.deployment import AUTO_SPLITS, KernelOptions
 
 SCENARIO_DIR = Path(__file__).parent / "scenarios"
 MAX_DRAFTS = 64
@@ -77,6 +78,10 @@ class Parallel:
     ep: int = ranged(1, 1024, GPUS, 1)
 
 
+# Scenario fields that also take the word "auto", and the value it stands for.
+AUTO_VALUES = {"mla_num_splits": AUTO_SPLITS}
+
+
 @dataclass(frozen=True)
 class Serving:
     # vLLM --max-num-seqs
@@ -90,8 +95,13 @@ class Serving:
     # `--max-model-len auto` (vllm-project/vllm#29431): the longest request the KV cache holds, at most
     # AUTO_MAX_MODEL_LEN; a value the KV cache cannot hold is refused, as vLLM refuses to start.
     max_model_len: int = ranged(-1, MAX_TOKENS, TOKENS, -1)
+    # the serving engine whose kernel defaults apply where the scenario names none (the MLA decode backend:
+    # workloads.attention_backends.default_mla_backend); the scheduler is vLLM's either way
+    engine: str = "vllm"
 
     def __post_init__(self) -> None:
+        if self.engine not in ENGINES:
+            raise FieldError("engine", f"{self.engine!r} is not one of {', '.join(ENGINES)}")
         if self.max_model_len == 0:
             raise FieldError("max_model_len", "must be a token count >= 1, or -1 for the longest request the KV "
                                               "cache holds (vLLM's --max-model-len auto), got 0")
@@ -237,6 +247,8 @@ def _convert(cls_hint: Any, raw: Any, key: str) -> Any:
         if not isinstance(raw, bool):
             raise ScenarioError(f"{key}: expected true or false, got {_short(raw)}")
         return raw
+    if hint is int and raw == "auto" and key.rpartition(".")[2] in AUTO_VALUES:
+        return AUTO_VALUES[key.rpartition(".")[2]]
     if hint in (int, float) and isinstance(raw, str):
         try:
             number = float(raw)
@@ -245,6 +257,8 @@ def _convert(cls_hint: Any, raw: Any, key: str) -> Any:
         else:
             raise ScenarioError(f"{key}: expected a number, got the text {_short(raw)} (YAML 1.1 reads an exponent "
                                 f"without a dot and sign as text: write {number:.1e})")
+    if hint is int and raw == "auto" and key.rpartition(".")[2] in AUTO_VALUES:
+        return AUTO_VALUES[key.rpartition(".")[2]]
     if hint is int:
         if isinstance(raw, bool) or not isinstance(raw, int):
             raise ScenarioError(f"{key}: expected a whole number, got {_short(raw)}")

@@ -4,7 +4,7 @@ the engine, and summarise. Returns DataFrames and a summary; writes no files."""
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import numpy as np
@@ -23,6 +23,7 @@ from simulator.scenario import AUTO_MAX_MODEL_LEN, ArrivalKind, Scenario, Scenar
 from simulator.scheduler import Budget
 from simulator.specdecode import Acceptance
 from workloads.arrivals import FixedRate, Gamma, Infinite, Poisson
+from workloads.attention_backends import default_mla_backend
 from workloads.codecs import Codec
 from workloads.deployment import Deployment
 from workloads.memory import plan_memory
@@ -60,8 +61,14 @@ def deployment_of(scenario: Scenario) -> Deployment:
             raise ScenarioError(f"precision.{key}: {err} (keys: {valid})") from None
     p = scenario.parallel
     try:
-        return Deployment(load_model(scenario.model.name), load_gpu(platform.gpu), tp=p.tp, dcp=p.dcp, ep=p.ep,
-                          weights=weights, kv_cache=kv_cache, options=scenario.kernels)
+        model, gpu, options = load_model(scenario.model.name), load_gpu(platform.gpu), scenario.kernels
+        if options.mla_backend == "auto" and model.mla is not None and model.mla.heads % p.tp == 0:
+            # the engine's default MLA decode backend for this GPU, cache dtype and per-GPU heads
+            kv = kv_cache or model.kv_cache
+            options = replace(options, mla_backend=default_mla_backend(
+                gpu, scenario.serving.engine, kv_dtype=kv, heads=model.mla.heads // p.tp).value)
+        return Deployment(model, gpu, tp=p.tp, dcp=p.dcp, ep=p.ep, weights=weights, kv_cache=kv_cache,
+                          options=options)
     except FieldError as err:  # the plan or an option does not fit the model: name the scenario key
         section = "parallel" if err.key in ("tp", "dcp", "ep") else "kernels"
         raise ScenarioError(f"{section}.{err.key}: {err}") from None

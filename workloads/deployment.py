@@ -10,7 +10,10 @@ from hwmodels.dtypes import Dtype
 from hwmodels.roofline import LaunchMode
 from hwmodels.spec import GPU
 from hwmodels.specfile import FieldError, ranged
+from workloads.attention_backends import MlaBackend, backends_for
 from workloads.model import Mixer, ModelSpec, Part
+
+AUTO_SPLITS = 0  # KernelOptions.mla_num_splits: the backend's heuristic picks ("auto" in a scenario)
 
 
 @dataclass(frozen=True)
@@ -19,8 +22,12 @@ class KernelOptions:
 
     # mechanism 5: pad query heads (0: no padding)
     mla_pad_heads_to: int = ranged(0, 4096, "the model's heads are at most 4,096 (workloads/model.py)", 0)
-    # mechanism 5: split-KV partitions per request (1: one workgroup per request)
-    mla_num_splits: int = ranged(1, 4096, "assumption: no split-KV past 4,096 partitions", 1)
+    # mechanism 5: split-KV partitions per request (1: one workgroup per request); AUTO_SPLITS (0, "auto" in a
+    # scenario): the count the MLA decode backend's own heuristic picks for each step's batch
+    mla_num_splits: int = ranged(0, 4096, "assumption: no split-KV past 4,096 partitions", 0)
+    # the MLA decode backend whose heuristic "auto" splits follow: a `workloads.attention_backends.MlaBackend`
+    # value, or "auto": the serving engine's default for the GPU (vLLM's where no engine is named)
+    mla_backend: str = "auto"
     # mechanism 7: value columns per verify workgroup
     kda_verify_tile_cols: int = ranged(1, 4096, "KDA head_dim is at most 4,096 (workloads/model.py)", 32)
     kda_prefill_grouped_scan: bool = False  # mechanism 6: chunk summaries + ordered scan + parallel replay
@@ -35,9 +42,13 @@ class KernelOptions:
     overlap_collectives: bool = False  # True: collectives run beside compute (a perfect-overlap bound)
 
     def __post_init__(self) -> None:
-        for name in ("mla_num_splits", "kda_verify_tile_cols"):
-            if getattr(self, name) < 1:
-                raise FieldError(name, f"must be at least 1, got {getattr(self, name)}")
+        if self.kda_verify_tile_cols < 1:
+            raise FieldError("kda_verify_tile_cols", f"must be at least 1, got {self.kda_verify_tile_cols}")
+        if self.mla_num_splits < 0:
+            raise FieldError("mla_num_splits", f"must be auto or at least 1, got {self.mla_num_splits}")
+        valid = ("auto", *(b.value for b in MlaBackend))
+        if self.mla_backend not in valid:
+            raise FieldError("mla_backend", f"{self.mla_backend!r} is not one of {', '.join(valid)}")
         for name in ("mla_pad_heads_to", "dispatcher_copy_bytes"):
             if getattr(self, name) < 0:
                 raise FieldError(name, f"must not be negative, got {getattr(self, name)}")
@@ -74,6 +85,10 @@ class Deployment:
         if m.kda is not None and tile_cols > m.kda.head_dim:
             raise FieldError("kda_verify_tile_cols", f"{tile_cols} exceeds {m.name}'s KDA head_dim {m.kda.head_dim} "
                                                      f"(valid: 1..{m.kda.head_dim})")
+        backend = self.options.mla_backend
+        if m.mla is not None and backend != "auto" and not MlaBackend(backend).runs_on(self.gpu):
+            valid = ", ".join(["auto", *(b.value for b in backends_for(self.gpu))])
+            raise FieldError("mla_backend", f"{backend} does not run on {self.gpu.name} (valid: {valid})")
         object.__setattr__(self, "weights", MappingProxyType({**m.weights, **self.weights}))
 
     def head_counts(self) -> dict[Mixer, int]:

@@ -13,9 +13,11 @@ from functools import lru_cache
 from typing import TypeVar
 
 from hwmodels.dtypes import Dtype
+from hwmodels.spec import GPU
 from workloads import tiles
+from workloads.attention_backends import MlaBackend, default_mla_backend, mean_splits
 from workloads.collectives import Collective, CollectiveOp
-from workloads.deployment import Deployment
+from workloads.deployment import AUTO_SPLITS, Deployment
 from workloads.kernel_base import KernelKind, cdiv
 from workloads.kernels import (
     AddRmsNorm,
@@ -172,6 +174,28 @@ def _rope_and_cache_write(layer: int, name: str, t: int, rope_width: int, cache_
              _make(Copy, size_bytes=cdiv(t, d.dcp) * cache_width * ACT_BYTES))
 
 
+def mla_backend(d: Deployment) -> MlaBackend:
+    """The MLA decode backend the deployment runs: its option's, or, for "auto", vLLM's default for the GPU."""
+    if d.options.mla_backend != "auto":
+        return MlaBackend(d.options.mla_backend)
+    return default_mla_backend(d.gpu, "vllm", kv_dtype=d.kv_dtype, heads=_section(d.model.mla, "mla").heads // d.tp)
+
+
+_SPLITS: dict[tuple, int] = {}
+_SPLITS_KEPT = 8192  # batches remembered (a serving run repeats its batch shapes)
+
+
+def auto_mla_splits(backend: MlaBackend, gpu: GPU, histories: tuple[int, ...], heads: int) -> int:
+    """Split-KV partitions per request that `backend`'s heuristic picks for one step's batch of `histories` (its mean
+    over the requests: `MlaDecode` takes one count)."""
+    key = (backend, gpu.name, gpu.arch, gpu.compute_units, histories, heads)
+    if key not in _SPLITS:
+        if len(_SPLITS) >= _SPLITS_KEPT:
+            _SPLITS.clear()
+        _SPLITS[key] = mean_splits(backend, gpu, histories, heads)
+    return _SPLITS[key]
+
+
 def _mla_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     """MLA: low-rank q, the latent KV, absorbed decode (split, padded, DCP-sharded) or MHA prefill."""
     a, hid, t = _section(d.model.mla, "mla"), d.model.hidden_size, batch.tokens
@@ -198,10 +222,14 @@ def _mla_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
                 context = max(1, cdiv(_mean(contexts) + 1, d.dcp))
                 # uneven histories make an irregular grid (each rank holds its DCP share of each history)
                 histories = tuple(max(1, cdiv(c + 1, d.dcp)) for c in contexts) if len(set(contexts)) > 1 else ()
+                splits = o.mla_num_splits
+                if splits == AUTO_SPLITS:
+                    splits = auto_mla_splits(mla_backend(d), d.gpu, histories or (context,) * len(contexts),
+                                             h * per_seq * d.dcp)
                 yield _k(layer, "mla.decode", DECODE_HISTORY, MlaDecode(
                     seqs=len(contexts), context=context, contexts=histories,
                     heads=h * per_seq * d.dcp, kv_lora=a.kv_lora_rank, rope_dim=a.qk_rope_head_dim,
-                    num_splits=min(o.mla_num_splits, context), pad_heads_to=o.mla_pad_heads_to * per_seq * d.dcp,
+                    num_splits=min(splits, context), pad_heads_to=o.mla_pad_heads_to * per_seq * d.dcp,
                     kv_dtype=d.kv_dtype, **tiles.mla_decode_tiles(
                         d.gpu, kv_lora=a.kv_lora_rank, rope_dim=a.qk_rope_head_dim, kv_dtype=d.kv_dtype).fields))
         if d.dcp > 1:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+from hwmodels.dtypes import Dtype
 from hwmodels.spec import load_gpu
 from hwmodels.work import Family
 from workloads.collectives import CollectiveOp
@@ -156,9 +157,12 @@ def test_tensor_parallel_step_has_its_collectives():
     assert len(exchanges) == 2 * 24  # query exchange and partial-result exchange per MLA layer
     merge = [i for i in dcp.kernels if i.name == "mla.dcp_merge"]
     assert len(merge) == 24
-    # DCP leaves the attention arithmetic about the same and cuts the history each rank reads
-    attn = next(i.kernel for i in plan.kernels if i.name == "mla.decode")
-    attn8 = next(i.kernel for i in dcp.kernels if i.name == "mla.decode")
+    # DCP leaves the attention arithmetic about the same and cuts the history each rank reads (one split each, so
+    # that no split's partials stand beside the history)
+    one = replace(k3, options=replace(k3.options, mla_num_splits=1))
+    attn = next(i.kernel for i in build_step(Batch(decodes=(32768,) * 64), one).kernels if i.name == "mla.decode")
+    attn8 = next(i.kernel for i in build_step(Batch(decodes=(32768,) * 64), replace(one, dcp=8)).kernels
+                 if i.name == "mla.decode")
     assert attn8.work().flop == pytest.approx(attn.work().flop, rel=0.01)
     assert attn8.work().read_bytes < attn.work().read_bytes / 7
 
@@ -188,3 +192,34 @@ def test_shapes_parse_and_reject_bad_text():
         parse_shape("1x5@3", "decode")
     with pytest.raises(ValueError, match="empty batch"):
         Batch()
+
+
+def test_auto_mla_splits_follow_the_backends_heuristic_as_batch_and_context_change():
+    from workloads.attention_backends import MlaBackend, mean_splits
+    from workloads.layers import mla_backend
+
+    def splits(d, contexts):
+        plan = build_step(Batch(decodes=contexts), d)
+        return next(i.kernel for i in plan.kernels if i.name == "mla.decode").num_splits
+
+    r1 = deploy("deepseek-r1", gpu=load_gpu("mi355x"), tp=8)
+    assert r1.options.mla_num_splits == 0 and r1.options.mla_backend == "auto"  # the defaults: auto
+    assert mla_backend(r1) is MlaBackend.TRITON_VLLM  # vLLM on ROCm without VLLM_ROCM_USE_AITER: Triton MLA, 4 splits
+    aiter = replace(r1, options=replace(r1.options, mla_backend="aiter"))
+    seen = {}
+    for batch in (1, 8, 64, 256):
+        for context in (1024, 8192, 32768):
+            got = splits(aiter, (context,) * batch)
+            # the step's count is the backend's own, for the history each request attends (context + the new token)
+            assert got == min(mean_splits(MlaBackend.AITER, aiter.gpu, (context + 1,) * batch, 16), context + 1)
+            seen[batch, context] = got
+    # AITER spreads a small batch over the CUs (16 splits) and splits less as the batch fills them
+    assert seen[1, 8192] == 16 and seen[256, 8192] < seen[8, 8192]
+    h200 = deploy("deepseek-r1", gpu=load_gpu("h200"), tp=8)
+    assert mla_backend(h200) is MlaBackend.FLASH_ATTN_VLLM  # vLLM on Hopper with a bf16 KV cache: FlashAttention-3
+    fp8 = replace(h200, kv_cache=Dtype.FP8)
+    assert mla_backend(fp8) is MlaBackend.FLASHMLA  # FA3's MLA takes no fp8 cache: FlashMLA
+    assert splits(h200, (32768,)) > splits(h200, (32768,) * 64) >= 1
+    assert splits(h200, (1024,) * 8) <= splits(h200, (32768,) * 8)
+    fixed = replace(h200, options=replace(h200.options, mla_num_splits=16))
+    assert splits(fixed, (32768,) * 64) == 16  # a number is held whatever the batch

@@ -1,0 +1,85 @@
+"""Published end-to-end serving results against the simulator (validation/serving.py, `infersim validate --serving`)."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import pytest
+
+from validation import serving
+
+
+def _rows() -> list[dict[str, str]]:
+    with serving.TABLE.open(newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_the_table_has_sources_and_at_least_sixty_usable_points_on_four_platforms():
+    rows = _rows()
+    assert all(r["source_id"] and r["source_url"].startswith("https://") for r in rows)
+    kept, left = serving.points()
+    assert len(kept) >= 60 and len(kept) + len(left) == len(rows)
+    assert len({p.platform for p in kept} & {"h100", "h200", "b200", "mi300x", "mi355x"}) >= 4
+    assert all(why for _, _, why in left)
+
+
+def test_a_row_sets_only_what_it_states():
+    row = next(r for r in _rows() if r["platform"] == "mi355x" and r["concurrency"] == "4" and r["isl"] == "1024")
+    sets = serving.scenario_sets(row)
+    assert sets["hardware.platform"] == "mi355x-8" and sets["model.name"] == "deepseek-r1"
+    assert sets["serving.max_concurrency"] == 4 and sets["workload.arrival"] == "infinite"
+    assert sets["precision.kv_cache"] == "fp8"  # --kv-cache-dtype fp8_e4m3
+    assert sets["kernels.mla_backend"] == "aiter" and sets["serving.engine"] == "sglang"
+    assert sets["cache.prefix_caching"] is False  # --disable-radix-cache
+    # InferenceX's lengths are uniform in [0.8 L, L]: the scenario's range around the mean covers the same interval
+    mean, ratio = sets["workload.input_len"], sets["workload.range_ratio"]
+    assert mean * (1 - ratio) == pytest.approx(0.8 * 1024, abs=1) and mean * (1 + ratio) == pytest.approx(1024, abs=1)
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    ({"notes": "spec-decode: MTP"}, "speculative decoding"),
+    ({"dp": "8"}, "attention data parallelism"),
+    ({"num_prompts": ""}, "no stated prompt count"),
+    ({"request_rate": "4"}, "request rate"),
+])
+def test_rows_the_simulator_cannot_stand_for_are_left_out_with_why(change, why):
+    row = {**next(r for r in _rows() if r["platform"] == "h200"), **change}
+    with pytest.raises(serving.Excluded, match=why):
+        serving.scenario_sets(row)
+
+
+def test_each_point_is_simulated_and_compared_with_its_published_numbers():
+    kept, _ = serving.points()
+    chosen = [next(p for p in kept if p.platform == gpu and p.concurrency == 4 and p.isl == p.osl == 1024)
+              for gpu in ("h200", "mi355x")]
+    compared, _ = serving.compare(chosen)
+    assert [c.point for c in compared] == chosen
+    for c in compared:
+        for metric, published in c.point.published.items():
+            assert c.errors[metric] == pytest.approx(c.predicted[metric] / published - 1)
+        # same seed, same prediction: the comparison is reproducible
+        assert serving.predict(c.point) == c.predicted
+    table = serving.summary(compared)
+    assert {t["platform"] for t in table} == {"h200", "mi355x", "all"}
+    assert table[-1]["points"] == 2 and "tpot_ms_median" in table[-1]
+    html = serving.figure_html(compared)
+    assert "plotly" in html and "h200" in html and "mi355x" in html
+
+
+def test_the_command_reports_per_platform_and_writes_its_plot(tmp_path, capsys, monkeypatch):
+    from infersim.cli import main
+
+    kept, left = serving.points()
+    few = [next(p for p in kept if p.platform == gpu and p.concurrency == 4 and p.osl == 1024)
+           for gpu in ("mi325x", "h200")]
+    monkeypatch.setattr(serving, "points", lambda table=serving.TABLE: (few, list(left)))
+    page = tmp_path / "serving.html"
+    assert main(["validate", "--serving", "--platform", "mi325x", "--json", "--html", str(page)]) == 0
+    result = json.loads(capsys.readouterr().out)
+    assert [p["platform"] for p in result["platforms"]] == ["mi325x", "all"]
+    assert result["platforms"][0]["points"] == len(result["every_row"]) >= 1
+    assert all(r["configuration"].startswith("mi325x") for r in result["every_row"])
+    assert "<html>" in page.read_text() and "mi325x" in page.read_text()
+    assert main(["validate", "--serving", "--platform", "a100"]) == 2
+    assert "a100" in capsys.readouterr().err
