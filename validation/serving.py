@@ -8,7 +8,7 @@ engines keep the default), and the engine flags that have a scenario key (`--att
 `--max-running-requests`, `--chunked-prefill-size`, `--mem-fraction-static`, `--kv-cache-dtype fp8*`,
 `--disable-radix-cache`). Everything else is the scenario defaults. Rows the simulator cannot stand for are left
 out with their reason: speculative decoding with unstated acceptance, attention data parallelism, offline runs with
-no stated prompt count, and configurations the model refuses (weights that do not fit).
+no stated prompt count or batch limit, and configurations the model refuses (weights that do not fit).
 
 Nothing is fitted to these rows: they test. `infersim validate --serving` reports per platform the median and p90
 |error| of output throughput per GPU, median TPOT and median TTFT.
@@ -97,6 +97,8 @@ def scenario_sets(row: Mapping[str, str]) -> dict[str, object]:
     prompts = _number(row.get("num_prompts"))
     if prompts is None:
         raise Excluded("no stated prompt count")
+    if _number(row.get("concurrency")) is None and "--max-running-requests" not in flags:
+        raise Excluded("an offline run with no stated batch limit (the engine's own heuristic sizes it)")
     isl, osl = int(float(row["isl"])), int(float(row["osl"]))
     concurrency = _number(row.get("concurrency"))
     rate = _number(row.get("request_rate"))

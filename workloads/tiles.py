@@ -205,9 +205,12 @@ def _moe_start(family: ArchFamily, dtype: Dtype, m: int) -> tuple[dict[str, int]
         # 128, BLOCK_SIZE_K 128 (fp8), num_warps 4, num_stages 3-4. Assumption: the same on Blackwell.
         return ({"tile_m": m, "tile_n": 128, "tile_k": _stage_k(dtype), "stages": 3, "threads": 4 * 32},
                 "vLLM fused-MoE Triton config")
-    # vLLM fused-MoE Triton on ROCm; assumption: BLOCK_SIZE_N 128, BLOCK_SIZE_K 32, 2 stages, 4 waves.
-    return ({"tile_m": m, "tile_n": 128, "tile_k": 32, "stages": 2, "threads": 4 * 64},
-            "vLLM fused-MoE Triton config (ROCm)")
+    # AITER's CK two-stage MoE GEMMs (ROCm/aiter csrc/py_itfs_ck/moe_ck_2stages_gemm_impl, the instances of
+    # CK_MOE_STAGE2_GEMM_DEFINE(MPerBlock, 128 / sizeof(A0DataType), MWaves, NWaves)): 128 bytes of K a stage, row
+    # tiles of 32 to 128 (16 is not built), 4 waves; assumption: 128 output columns and 2 LDS stages, as the
+    # CK universal pipeline the dense GEMM above uses.
+    return ({"tile_m": max(32, m), "tile_n": 128, "tile_k": _stage_k(dtype), "stages": 2, "threads": 4 * 64},
+            "AITER CK two-stage MoE GEMM")
 
 
 # ---- the fit loop -------------------------------------------------------------------------------------

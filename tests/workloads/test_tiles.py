@@ -64,7 +64,9 @@ def test_gemm_and_moe_tiles_fit(gpu, dtype):
         config = moe_gemm_tiles(spec, tokens_per_expert=tokens, dtype=dtype)
         moe = MoeGemm(experts=8, tokens_per_expert=tokens, n=1024, k=2048, dtype=dtype, **config.fields)
         assert _lds(moe) <= spec.lds_max_per_workgroup_bytes
-        assert config.fields["tile_m"] == (16 if tokens <= 16 else 32 if tokens <= 32 else 64)
+        rows = 16 if tokens <= 16 else 32 if tokens <= 32 else 64
+        # AITER's CK MoE GEMMs on CDNA build no 16-row tile; 128 bytes of K a stage, as the dense GEMMs
+        assert config.fields["tile_m"] == (max(32, rows) if spec.vendor.value == "amd" else rows)
 
 
 def test_library_defaults_where_they_fit_and_halving_where_they_do_not():
