@@ -95,8 +95,9 @@ class Serving:
     # `--max-model-len auto` (vllm-project/vllm#29431): the longest request the KV cache holds, at most
     # AUTO_MAX_MODEL_LEN; a value the KV cache cannot hold is refused, as vLLM refuses to start.
     max_model_len: int = ranged(-1, MAX_TOKENS, TOKENS, -1)
-    # the serving engine whose kernel defaults apply where the scenario names none (the MLA decode backend:
-    # workloads.attention_backends.default_mla_backend); the scheduler is vLLM's either way
+    # the serving engine: its MLA decode backend where the scenario names none
+    # (workloads.attention_backends.default_mla_backend), and its scheduler's prefill policy: vLLM mixes prefill
+    # chunks into decode steps, SGLang runs prefill-only steps first (server_args.py: enable_mixed_chunk False)
     engine: str = "vllm"
 
     def __post_init__(self) -> None:

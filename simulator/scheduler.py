@@ -56,6 +56,9 @@ class Budget:
     max_num_seqs: int
     max_num_batched_tokens: int
     tokens_per_decode: int = 1  # tokens a decoding sequence computes and holds KV for in one step (drafts + 1)
+    # True: prefill chunks ride in the decode step (vLLM's chunked prefill). False: a step with prefill work to do
+    # prefills only and the decodes wait for the next (SGLang's default: prefill first, --enable-mixed-chunk off)
+    mixed_prefill: bool = True
 
 
 @dataclass
@@ -70,14 +73,14 @@ class Decision:
 
 def schedule(running: list[Sequence], waiting: deque[Sequence], kv: KVCache, budget: Budget, now_s: float) -> Decision:
     """Decodes first (growing their KV, preempting the newest sequence when blocks run out), then
-    continuing prefills, then new sequences in arrival order while sequences, tokens and blocks last."""
+    continuing prefills, then new sequences in arrival order while sequences, tokens and blocks last. A prefill-first
+    budget (`Budget.mixed_prefill` False) runs a step of prefills alone whenever it has any, its decodes after."""
     decision = Decision()
     tokens_left = budget.max_num_batched_tokens
     per_decode = budget.tokens_per_decode
-    if _schedule_decodes_at_once(running, kv, per_decode, tokens_left, decision):
-        tokens_left -= len(decision.decodes) * per_decode
-    else:
-        tokens_left = _schedule_decodes(running, waiting, kv, per_decode, tokens_left, decision)
+    prefill_first = not budget.mixed_prefill and _prefill_pending(running, waiting, budget)
+    if not prefill_first:  # else a prefill-only step: the decodes wait
+        tokens_left = _decodes(running, waiting, kv, per_decode, tokens_left, decision)
     for seq in running:
         if seq.computed_tokens < seq.prefill_target and tokens_left > 0:  # prefilling (inlined: every step)
             chunk = min(seq.prefill_target - seq.computed_tokens, tokens_left)
@@ -103,7 +106,25 @@ def schedule(running: list[Sequence], waiting: deque[Sequence], kv: KVCache, bud
         chunk = min(seq.prefill_target - seq.computed_tokens, tokens_left)
         decision.prefills.append((seq, chunk))
         tokens_left -= chunk
+    if prefill_first and not decision.prefills:  # the KV pool turned the waiting away: the decodes run
+        _decodes(running, waiting, kv, per_decode, tokens_left, decision)
     return decision
+
+
+def _decodes(running: list[Sequence], waiting: deque[Sequence], kv: KVCache, per_decode: int, tokens_left: int,
+             decision: Decision) -> int:
+    """Schedule the decodes (preempting where blocks run out); the tokens left of the step's budget."""
+    if _schedule_decodes_at_once(running, kv, per_decode, tokens_left, decision):
+        return tokens_left - len(decision.decodes) * per_decode
+    return _schedule_decodes(running, waiting, kv, per_decode, tokens_left, decision)
+
+
+def _prefill_pending(running: list[Sequence], waiting: deque[Sequence], budget: Budget) -> bool:
+    """Whether a prefill-first engine has prefill work this step: a sequence still prefilling, or a waiting one it
+    could admit (the KV pool may still turn it away; then the step has no prefill and the decodes run)."""
+    if any(s.computed_tokens < s.prefill_target for s in running):
+        return True
+    return bool(waiting) and len(running) < budget.max_num_seqs
 
 
 def _schedule_decodes_at_once(running: list[Sequence], kv: KVCache, per_decode: int, tokens_left: int,

@@ -197,7 +197,8 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
                      quickreduce=quickreduce, host=host, drafts=drafts)
     acceptance = acceptance_of(scenario)
     config = EngineConfig(
-        budget=Budget(serving.max_num_seqs, serving.max_num_batched_tokens, tokens_per_decode=drafts + 1),
+        budget=Budget(serving.max_num_seqs, serving.max_num_batched_tokens, tokens_per_decode=drafts + 1,
+                      mixed_prefill=serving.engine != "sglang"),
         closed_loop=scenario.workload.kind is WorkloadKind.AGENTIC,
         max_concurrency=serving.max_concurrency,
         acceptance=acceptance,

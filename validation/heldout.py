@@ -37,18 +37,24 @@ def _log_int(rng: np.random.Generator, low: int, high: int) -> int:
     return round(math.exp(rng.uniform(math.log(low), math.log(high))))
 
 
+# The catalog the recorded draws were made over: a model added since changes no recorded draw (a new draw, with a
+# new number, would take it in).
+DRAWN_MODELS = ("deepseek-v3", "deepseek-v4-flash", "kimi-k2", "kimi-k3", "llama-3.1-70b", "minimax-m2",
+                "qwen2.5-72b-instruct", "qwen3-235b-a22b", "qwen3-32b")
+
+
 def _gemm_shapes() -> list[tuple[str, int, int, str]]:
-    """(model, n, k, dtype) of every dense projection of every catalog model at TP 1, 2, 4, 8."""
+    """(model, n, k, dtype) of every dense projection of every model of the drawn catalog at TP 1, 2, 4, 8."""
     from hwmodels.spec import load_gpu
     from workloads.deployment import Deployment
     from workloads.kernels import Gemm
     from workloads.layers import build_step
-    from workloads.model import load_model, model_names
+    from workloads.model import load_model
     from workloads.step import Batch, PrefillChunk
 
     gpu = load_gpu("h200")
     shapes = set()
-    for name in model_names():
+    for name in DRAWN_MODELS:
         model = load_model(name)
         for tp in (1, 2, 4, 8):
             try:

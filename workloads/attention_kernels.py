@@ -249,9 +249,10 @@ class MlaDecode(KernelKind):
                        setup_chain=Chain(dram=1, sfu=1), trip_counts=trips)
 
     def _merge_program(self) -> Program:
-        """One (sequence, head block): a trip per split that held rows, each waiting for that split's partial."""
+        """One (sequence, head block): a trip per split that held rows, each waiting for that split's partial (the
+        partials of the block's heads that exist: a block wider than the padded heads holds no more)."""
         trips = self._merge_trips() if self.contexts else ()
-        part = self.heads_per_workgroup * (self.kv_lora + 1) * 4
+        part = min(self.heads_per_workgroup, self.padded_heads) * (self.kv_lora + 1) * 4
         return Program(trips=max(trips, default=cdiv(self.context, self.split_rows)), trip_load_bytes=part,
                        trip_chain=Chain(sfu=2, alu=3), trip_instructions=3 * part / 4 / self.threads,
                        setup_chain=NO_CHAIN, trip_counts=trips)

@@ -48,3 +48,41 @@ def test_decodes_at_once_equal_decodes_one_by_one(seed):
         assert all(kv.blocks(s.request_id) == kv2.blocks(s.request_id) for s in running)
         assert [s.reserved_tokens for s in running] == [s.reserved_tokens for s in running2]
         assert not fast.decodes
+
+
+def _request(i: int, prompt: int, target: bool = True) -> Sequence:
+    seq = Sequence(index=i, request_id=i, session_id=i, turn=0, arrival_s=0.0, prompt_tokens=prompt,
+                   output_tokens=100, hashes=np.arange(1000 * i, 1000 * i + prompt // 4, dtype=np.uint64))
+    seq.prefill_target = prompt
+    return seq
+
+
+@pytest.mark.parametrize("mixed", [True, False])
+def test_a_prefill_first_engine_runs_prefills_alone_and_decodes_when_none_wait(mixed):
+    from simulator.scheduler import Budget, schedule
+
+    kv = KVCache(1000, block_tokens=4)
+    decoding = _request(0, 8)
+    kv.allocate(0, decoding.hashes, 8)
+    decoding.computed_tokens, decoding.reserved_tokens, decoding.generated = 8, 8, 3
+    running, waiting = [decoding], deque([_request(1, 40)])
+    budget = Budget(max_num_seqs=8, max_num_batched_tokens=64, mixed_prefill=mixed)
+    first = schedule(running, waiting, kv, budget, 0.0)
+    assert [s.request_id for s, _ in first.prefills] == [1]
+    # vLLM's chunked prefill rides the decode step; SGLang's prefill-first step leaves the decode for the next
+    assert [s.request_id for s in first.decodes] == ([0] if mixed else [])
+    running[1].computed_tokens = 40  # its prefill done, nothing waits: the next step decodes both
+    second = schedule(running, waiting, kv, budget, 1.0)
+    assert not second.prefills and [s.request_id for s in second.decodes] == [0, 1]
+
+
+def test_a_prefill_first_step_the_kv_pool_refuses_decodes_instead():
+    from simulator.scheduler import Budget, schedule
+
+    kv = KVCache(3, block_tokens=4)
+    decoding = _request(0, 8)
+    kv.allocate(0, decoding.hashes, 8)
+    decoding.computed_tokens, decoding.reserved_tokens, decoding.generated = 8, 12, 1
+    running, waiting = [decoding], deque([_request(1, 400)])  # 100 blocks: no room
+    step = schedule(running, waiting, kv, Budget(8, 64, mixed_prefill=False), 0.0)
+    assert not step.prefills and [s.request_id for s in step.decodes] == [0] and len(waiting) == 1

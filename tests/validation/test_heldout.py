@@ -35,3 +35,9 @@ def test_gemm_shapes_come_from_the_catalog_projections():
     shapes = {(n, k) for _, n, k, _ in heldout._gemm_shapes()}
     assert all((c.n, c.k) in shapes for c in heldout.cases("gemm"))
     assert {c.launch_mode for c in heldout.cases("gemm")} == {"graph", "eager"}
+
+
+def test_the_drawn_catalog_is_still_in_the_catalog():
+    from workloads.model import model_names
+
+    assert set(heldout.DRAWN_MODELS) <= set(model_names())
