@@ -17,9 +17,10 @@ named below, so they test how the cycle-level model combines its terms:
   program (t, b) writes 4 to 512 bytes of each of the 128 rows of a 64 KiB block, the tiles of one block
   consecutive in the grid, from 1 MiB to 512 MiB a launch (`Program.row_run_bytes`, `Program.sector_factor`).
 
-Each row is a `Comparison` (group "probe tiles", "probe grid" or "probe store tiles"), predicted as its kernel ran: the copy as
-the model's `Copy` split over the row's grid, the grid probe's kernel with its compiled code's counts and
-timeline (`compiled/sass_counts.py`, kernel `probe_tile_work`).
+Each row is a `Comparison` (group "probe tiles", "probe grid" or "probe store tiles"), predicted as its kernel
+ran: the copy as the model's `Copy` split over the row's grid, the grid probe's kernel with its compiled code's
+counts and timeline (`compiled/sass_counts.py`, kernel `probe_tile_work`), the column tiles as a store of their
+rows over their grid.
 """
 
 from __future__ import annotations

@@ -150,6 +150,16 @@ def capture_graph(body: Callable[[], object]) -> torch.cuda.CUDAGraph:
     return graph
 
 
+def bench_graph(body: Callable[[], object], ops_per_sample: int) -> list[float]:
+    """Per-op seconds of `body` captured in one CUDA graph and replayed, the host hidden; the graph is released."""
+    graph = capture_graph(body)
+    try:
+        return bench(graph.replay, ops_per_sample, hide_host_gaps=True)
+    finally:
+        del graph
+        torch.cuda.synchronize()
+
+
 def warm_clocks() -> None:
     """Run large bf16 matmuls for about CLOCK_WARM_S so the first timed case is not at idle clocks."""
     a = torch.randn(8192, 8192, device=DEVICE, dtype=torch.bfloat16)

@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 
 import torch
 
-from companion.bench.timing import DEVICE, MeasurementError, bench, capture_graph, provenance
+from companion.bench.timing import DEVICE, MeasurementError, bench, bench_graph, provenance
 from companion.kernels import moe
 from validation.measure_output import summarize
 from validation.suites import EAGER, GRAPH, case_row
@@ -91,12 +91,7 @@ def _time_case(case: MoeCase, env: dict) -> dict[str, object]:
             for op in ops:
                 op()
 
-        graph = capture_graph(body)
-        try:
-            times = bench(graph.replay, case.ops_per_sample, hide_host_gaps=True)
-        finally:
-            del graph
-            torch.cuda.synchronize()
+        times = bench_graph(body, case.ops_per_sample)
     counts = case.counts()
     row = {**case_row(case), **summarize(times), "n_input_sets": n_sets, "num_warps": NUM_WARPS,
            "num_stages": NUM_STAGES, "active_experts": sum(1 for c in counts if c), "max_rows": max(counts),

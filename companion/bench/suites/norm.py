@@ -13,7 +13,7 @@ from dataclasses import replace
 
 import torch
 
-from companion.bench.timing import DEVICE, MeasurementError, bench, capture_graph, provenance
+from companion.bench.timing import DEVICE, MeasurementError, bench, bench_graph, provenance
 from companion.kernels import norms
 from companion.kernels.norms import add_rmsnorm_ref
 from validation.measure_output import summarize
@@ -76,12 +76,7 @@ def _time_case(case: NormCase, env: dict) -> dict[str, object]:
             for args in sets:
                 op(*args[:4], out=args[4])
 
-        graph = capture_graph(body)
-        try:
-            times = bench(graph.replay, case.ops_per_sample, hide_host_gaps=True)
-        finally:
-            del graph
-            torch.cuda.synchronize()
+        times = bench_graph(body, case.ops_per_sample)
     row = {**case_row(case), **summarize(times), "n_input_sets": n_sets, "num_warps": norms.ROW_NUM_WARPS,
            **provenance(env)}
     print(f"norm {case.kernel} t={case.tokens} h={case.hidden} {case.launch_mode}: {n_sets} sets, "
