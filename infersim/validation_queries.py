@@ -37,7 +37,7 @@ def validate_command(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         return (check(args.links, NCCL_SWEEPS, refit=args.refit),
                 f"NCCL sweep against the {args.links} library calibration")
     if args.published:
-        return published_query(), "Predicted vs the published 8x MI300X all-reduce table"
+        return published_query(), "Predicted vs the published all-reduce tables"
     if args.serving:
         return serving_query(args.platform, args.html), "Predicted vs published end-to-end serving results"
     return validate_query(args.hw, args.write_report, rows=args.rows), f"Predicted vs measured on {args.hw}"
@@ -89,11 +89,11 @@ def validate_query(hw: str, write_report: bool = False, rows: bool = False) -> d
 
 def published_query() -> dict[str, Any]:
     """Each row of the published MI300X table predicted on the mi300x-8 platform, and each series' error."""
-    from validation.published_collectives import TABLE, compare_mi300x, summary
+    from validation.published_collectives import NCCL_TESTS, TABLE, compare_mi300x, compare_nccl_tests, summary
 
-    compared = compare_mi300x()
+    compared = compare_mi300x() + compare_nccl_tests()
     return {
-        "table": f"validation/published/{TABLE.name}",
+        "tables": [f"validation/published/{TABLE.name}", f"validation/published/{NCCL_TESTS.name}"],
         "series": summary(compared),
         "every_row": [{"series": r.label, "size_bytes": r.size_bytes, "published_s": r.measured_s,
                        "predicted_s": r.predicted_s, "error_pct": r.error * 100} for r in compared],

@@ -1,4 +1,6 @@
-"""Predicted all-reduce latency against the published 8x MI300X RCCL and QuickReduce table (test only).
+"""Predicted collective latency against published tables (test only): the 8x MI300X RCCL and QuickReduce table,
+and the rccl-tests/nccl-tests runs of `published/nccl_tests.csv` (8x MI300X, MI325X and MI355X all-reduce, 8 B to
+16 GiB, eager launches or a captured graph as each run states).
 
 `infersim validate --published` prints every row and each series' error.
 """
@@ -20,6 +22,9 @@ from workloads.codecs import Codec
 from workloads.collectives import Collective, CollectiveOp
 
 TABLE = Path(__file__).parent / "published" / "mi300x-8_allreduce_mk1.csv"
+NCCL_TESTS = Path(__file__).parent / "published" / "nccl_tests.csv"
+_OPS = {"allreduce": CollectiveOp.ALL_REDUCE, "allgather": CollectiveOp.ALL_GATHER,
+        "reducescatter": CollectiveOp.REDUCE_SCATTER}
 
 
 @dataclass(frozen=True)
@@ -50,6 +55,24 @@ def compare_mi300x(path: Path = TABLE, mode: LaunchMode = LaunchMode.EAGER) -> l
             coll = Collective(CollectiveOp.ALL_REDUCE, size, int(row["world_size"]), "published")
             predicted = collective_time(coll, fabric, gpu, calib, mode=mode, algorithm=algorithm, codec=codec)
             rows.append(PublishedRow(row["label"], size, float(row["time_s"]), predicted.time_s))
+    return rows
+
+
+def compare_nccl_tests(path: Path = NCCL_TESTS) -> list[PublishedRow]:
+    """Each published nccl-tests/rccl-tests row predicted on its platform with the library's own algorithm choice:
+    eager launches back to back, or graph nodes where the run captured a graph (`-G 1`); series by source."""
+    rows = []
+    with path.open(newline="") as handle:
+        for row in csv.DictReader(handle):
+            platform = load_platform(f"{row['platform']}-8")
+            gpu = load_gpu(platform.gpu)
+            fabric, calib = build_fabric(platform, gpu), load_calibration(gpu.name)
+            graph = "-G 1" in row["notes"]
+            gpus, size = int(row["gpus"]), int(row["size_bytes"])
+            coll = Collective(_OPS[row["op"]], size, gpus, "published")
+            predicted = collective_time(coll, fabric, gpu, calib, mode=LaunchMode.GRAPH if graph else LaunchMode.EAGER)
+            label = f"{row['source_id']} {row['platform']} x{gpus} {row['op']} {'graph' if graph else 'eager'}"
+            rows.append(PublishedRow(label, size, float(row["time_us"]) * 1e-6, predicted.time_s))
     return rows
 
 

@@ -62,8 +62,12 @@ def test_links_reports_the_calibration_on_train_and_held_out_rows(capsys):
 def test_published_compares_each_series_of_the_mi300x_table(capsys):
     assert main(["validate", "--published", "--json"]) == 0
     result = json.loads(capsys.readouterr().out)
-    assert {s["series"] for s in result["series"]} == {"RCCL", "QR-FP16", "QR-Q8", "QR-Q6", "QR-Q4"}
+    series = {s["series"]: s for s in result["series"]}
+    assert {"RCCL", "QR-FP16", "QR-Q8", "QR-Q6", "QR-Q4"} <= set(series)
     assert len(result["every_row"]) == sum(s["rows"] for s in result["series"])
+    # the rccl-tests runs, each source a series; the graph-captured MI300X run is priced as graph nodes
+    assert series["S-NCCLT-2 mi300x x8 allreduce graph"]["rows"] == 32
+    assert series["S-NCCLT-1 mi300x x8 allreduce eager"]["median_abs_pct"] < 25
 
 
 @pytest.mark.parametrize(("args", "names"), [
