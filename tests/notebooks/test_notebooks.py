@@ -23,6 +23,9 @@ def test_every_notebook_has_its_figures_listed():
     assert {p.stem for p in NOTEBOOKS} == set(FIGURES)
 
 
+# about four minutes for the three on two cores: behind the slow marker, run by CI as a step of its own
+# (`pytest -m slow tests/notebooks`)
+@pytest.mark.slow
 @pytest.mark.parametrize("path", NOTEBOOKS, ids=lambda p: p.stem)
 def test_notebook_runs_and_writes_its_figures(path: Path, tmp_path, monkeypatch):
     jupytext = pytest.importorskip("jupytext")
