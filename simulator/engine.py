@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import array
 import heapq
+import math
 import time
 from collections import deque
 from collections.abc import Callable
@@ -23,6 +24,7 @@ import numpy as np
 import simpy
 
 from simulator.cost.cycle import CycleCost, CycleShape
+from simulator.engine_profiles import RecvSkipper
 from simulator.kvcache import KVCache
 from simulator.scheduler import Budget, Sequence, schedule
 from simulator.specdecode import Acceptance
@@ -40,6 +42,9 @@ class EngineConfig:
     admit_until_s: float = 0.0  # requests arriving after this time are cut, never sent (0: none are)
     prefix_caching: bool = True  # False: requests carry no block hashes, so nothing is ever a hit
     max_model_len: int = 0  # a request whose prompt + output exceeds it is rejected, as vLLM does (0: no limit)
+    recv_interval: int = 1  # while decoding, new requests are taken every this many steps (SGLang's recv skipper)
+    # step boundaries a request sent while the engine is busy waits before a step can take it (_receive_cutoff)
+    receive_lag_steps: int = 1
 
     def __post_init__(self) -> None:
         if not 0 <= self.admit_until_s < float("inf"):  # NaN fails this too
@@ -315,11 +320,12 @@ def _chain_length(index: int, successor: dict[int, int]) -> int:
     return count
 
 
-def _release(state: _State, now: float, config: EngineConfig) -> None:
+def _release(state: _State, cutoff: float, config: EngineConfig) -> None:
+    """Hand the scheduler every request the client sent by `cutoff`, in arrival order."""
     s = state.stream
     if not config.max_concurrency and not config.closed_loop and state.pending.static_only:
-        # open loop without a cap: every arrival by now is sent as it arrived, in order, so take them at once
-        arrival, index = state.pending.take_arrived(now)
+        # open loop without a cap: every arrival by the cutoff is sent as it arrived, in order, so take them at once
+        arrival, index = state.pending.take_arrived(cutoff)
         if config.max_model_len and index.size:
             fits = s.prompt_tokens[index] + np.maximum(1, s.output_tokens[index]) <= config.max_model_len
             state.rejected += int(index.size - np.count_nonzero(fits))
@@ -327,23 +333,37 @@ def _release(state: _State, now: float, config: EngineConfig) -> None:
         state.waiting.release_many(index, arrival)
         state.in_flight += int(index.size)
         return
-    while state.pending and state.pending.first()[0] <= now:
+    while state.pending and state.pending.first()[0] <= cutoff:
         if config.max_concurrency and state.in_flight >= config.max_concurrency:
             return
-        arrival, i = state.pending.pop()
+        arrival, i = state.pending.first()
         if config.max_model_len and int(s.prompt_tokens[i]) + max(1, int(s.output_tokens[i])) > config.max_model_len:
             # vLLM answers such a request with an error at once: it takes no slot, and its session goes on
+            state.pending.pop()
             state.rejected += 1
             _next_turn(state, i, arrival, config)
             continue
         sent = arrival
-        if config.max_concurrency:
-            if state.fresh_slots:
-                state.fresh_slots -= 1
-            else:  # every slot freed at or before now; a request that arrived after its slot freed goes at once
-                sent = max(arrival, heapq.heappop(state.freed_at))
+        if config.max_concurrency and not state.fresh_slots:
+            # every slot freed before now; a request that arrived after its slot freed goes at once
+            sent = max(arrival, state.freed_at[0])
+            if sent > cutoff:
+                return
+            heapq.heappop(state.freed_at)
+        elif config.max_concurrency:
+            state.fresh_slots -= 1
+        state.pending.pop()
         state.waiting.release(i, arrival, sent)
         state.in_flight += 1
+
+
+def _receive_cutoff(now: float, starts: deque[float], lag: int) -> float:
+    """The latest send time a busy engine's scheduler has seen at the step boundary `now`: a request sent at a
+    boundary reaches it after the step that boundary started was formed (the client's round trip is never zero),
+    and an engine that forms a step while the previous one runs (SGLang's overlap scheduler) sees it one step
+    later still. `starts`: the last steps' start times, latest last."""
+    boundaries = [now, *reversed(starts)]
+    return math.nextafter(boundaries[min(lag, len(boundaries)) - 1], -math.inf)
 
 
 def _next_turn(state: _State, index: int, done_s: float, config: EngineConfig) -> None:
@@ -364,8 +384,13 @@ def _engine(env: simpy.Environment, state: _State, cost: CycleCost, kv: KVCache,
     spec = config.acceptance is not None  # decoding sequences verify drafts
     sampler = config.acceptance.keyed_sampler(rng) if config.acceptance is not None else None
     now = env.now  # the engine's clock: steps advance it here, and simpy's clock catches up at each wait
+    skipper = RecvSkipper(config.recv_interval)
+    starts: deque[float] = deque(maxlen=max(1, config.receive_lag_steps))
+    stalled = False  # the last loop ran no step: the scheduler spins, taking requests as they come
     while True:
-        _release(state, now, config)
+        idle = stalled or (not state.running and not state.waiting)
+        if skipper.due(idle):
+            _release(state, now if idle else _receive_cutoff(now, starts, config.receive_lag_steps), config)
         if not state.running and not state.waiting:
             if not state.pending:
                 yield env.timeout(now - env.now)
@@ -379,6 +404,7 @@ def _engine(env: simpy.Environment, state: _State, cost: CycleCost, kv: KVCache,
                 raise ValueError("the scheduler can make no progress: a running request cannot grow its KV")
             yield env.timeout(max(now, state.pending.first()[0]) - env.now)
             now = env.now
+            stalled = True
             continue
         in_system = len(state.running) + len(state.waiting)
         decodes = len(decision.decodes)
@@ -393,6 +419,9 @@ def _engine(env: simpy.Environment, state: _State, cost: CycleCost, kv: KVCache,
         # Steps between waits run back to back: nothing else in the simulation moves while a step runs
         # (arrivals sit in a heap the loop reads), so one simpy event per step would only cost time.
         start, now = now, now + step_s
+        skipper.stepped(decode_only=not decision.prefills)
+        starts.append(start)
+        stalled = False
         committed, cycles, spec_committed = _commit(now, state, decision, kv, config, sampler, request_rows)
         step_rows.append(  # in STEP_FIELDS order
             start, now, prefill_tokens, 0 if spec else decodes, decodes if spec else 0, committed, cycles,

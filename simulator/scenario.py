@@ -79,7 +79,7 @@ class Parallel:
 
 
 # Scenario fields that also take the word "auto", and the value it stands for.
-AUTO_VALUES = {"mla_num_splits": AUTO_SPLITS}
+AUTO_VALUES = {"mla_num_splits": AUTO_SPLITS, "cuda_graph_max_bs": 0}
 
 
 @dataclass(frozen=True)
@@ -99,10 +99,19 @@ class Serving:
     # (workloads.attention_backends.default_mla_backend), and its scheduler's prefill policy: vLLM mixes prefill
     # chunks into decode steps, SGLang runs prefill-only steps first (server_args.py: enable_mixed_chunk False)
     engine: str = "vllm"
+    # the largest step the engine replays as captured graphs (simulator/engine_profiles.py), "auto" (0): the
+    # engine's default. SGLang --cuda-graph-max-bs (requests of a decode batch; steps with prefill run eagerly);
+    # vLLM max_cudagraph_capture_size (tokens of a step)
+    cuda_graph_max_bs: int = ranged(0, MAX_TOKENS, TOKENS, 0)
+    # SGLang --scheduler-recv-interval: while decoding, the scheduler takes new requests every this many steps
+    recv_interval: int = ranged(1, 1_000_000, "assumption: SGLang's recipes poll every 1 to 30 steps", 1)
 
     def __post_init__(self) -> None:
         if self.engine not in ENGINES:
             raise FieldError("engine", f"{self.engine!r} is not one of {', '.join(ENGINES)}")
+        if self.recv_interval > 1 and self.engine != "sglang":
+            raise FieldError("recv_interval", f"is SGLang's --scheduler-recv-interval; serving.engine is "
+                                              f"{self.engine!r} (set serving.engine: sglang, or leave it at 1)")
         if self.max_model_len == 0:
             raise FieldError("max_model_len", "must be a token count >= 1, or -1 for the longest request the KV "
                                               "cache holds (vLLM's --max-model-len auto), got 0")

@@ -16,6 +16,7 @@ from hwmodels.spec import load_gpu, load_platform
 from hwmodels.specfile import FieldError
 from simulator.cost.cycle import CycleCost, HostCopies
 from simulator.engine import EngineConfig, simulate_stream, wall_clock
+from simulator.engine_profiles import RECEIVE_LAG_STEPS, launch_policy
 from simulator.kvcache import KVCache
 from simulator.metrics import request_rows_to_frame, step_rows_to_frame, summarize
 from simulator.prefix_reuse import prefix_reuse
@@ -194,7 +195,9 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
     drafts = scenario.spec_decode.drafts
     calib = load_calibration(deployment.gpu.name, cost_model=scenario.cost.model)
     cost = CycleCost(deployment, build_fabric(platform, deployment.gpu), calib,
-                     quickreduce=quickreduce, host=host, drafts=drafts)
+                     quickreduce=quickreduce, host=host, drafts=drafts,
+                     launches=launch_policy(serving.engine, serving.cuda_graph_max_bs, serving.max_num_seqs,
+                                            deployment.tp, drafts))
     acceptance = acceptance_of(scenario)
     config = EngineConfig(
         budget=Budget(serving.max_num_seqs, serving.max_num_batched_tokens, tokens_per_decode=drafts + 1,
@@ -205,6 +208,8 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
         admit_until_s=scenario.workload.duration_s,
         prefix_caching=scenario.cache.prefix_caching,
         max_model_len=max_model_len,
+        recv_interval=serving.recv_interval,
+        receive_lag_steps=RECEIVE_LAG_STEPS[serving.engine],
     )
     reuse = prefix_reuse(stream) if scenario.cache.prefix_caching else 0.0  # before the frames: a lower peak
     start = wall_clock()

@@ -126,7 +126,9 @@ def scenario_sets(row: Mapping[str, str]) -> dict[str, object]:
     }
     for name, key, convert in (("--max-running-requests", "serving.max_num_seqs", int),
                                ("--chunked-prefill-size", "serving.max_num_batched_tokens", int),
-                               ("--mem-fraction-static", "serving.gpu_memory_utilization", float)):
+                               ("--mem-fraction-static", "serving.gpu_memory_utilization", float),
+                               ("--cuda-graph-max-bs", "serving.cuda_graph_max_bs", int),
+                               ("--scheduler-recv-interval", "serving.recv_interval", int)):
         value = _flag(flags, name)
         if value is not None:
             sets[key] = convert(value)

@@ -5,8 +5,10 @@ tier and, with speculative decoding (`drafts` > 0, spec_decode.drafts), the draf
 passes over the decoding sequences, each of which then verifies its drafts (drafts + 1 positions). Cycles are
 memoized by a bucketed shape: counts of prefills, decodes and verifies stay exact, and their mean
 token counts and context lengths round to the nearest power of `bucket_ratio` (1.04: within about
-2%), which is how the step model aggregates them anyway. Everything behind `cycle_s` (buckets,
-memos, parts) is this module's and `step_parts`' business; the serving loop sees a duration.
+2%), which is how the step model aggregates them anyway. Under an engine's launch policy
+(`simulator.cost.launch_policy.LaunchPolicy`) a cycle the engine does not replay as captured graphs is timed with
+eager launches at the engine's host cost per launch. Everything behind `cycle_s` (buckets, memos, parts) is this
+module's and `step_parts`' business; the serving loop sees a duration.
 """
 
 from __future__ import annotations
@@ -16,10 +18,12 @@ import math
 import time
 from collections.abc import Iterator
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hwmodels.calibration import Calibration, chosen
 from hwmodels.interconnect import Fabric
+from hwmodels.roofline import LaunchMode
+from simulator.cost.launch_policy import LaunchPolicy
 from simulator.cost.step_parts import StepParts
 from workloads.codecs import Codec
 from workloads.deployment import Deployment
@@ -59,19 +63,32 @@ def bucket(value: float, ratio: float) -> int:
 
 
 class CycleCost:
-    """Cycle times of one deployment. Counts its memo hits, misses and the wall seconds spent on misses."""
+    """Cycle times of one deployment. Counts its memo hits, misses and the wall seconds spent on misses.
+
+    With `launches` (an engine's policy) and the deployment's launches in graphs (`KernelOptions.launch`, the
+    default), a cycle the policy does not graph is timed with eager launches, each at the policy's host cost;
+    without it every cycle is timed in the deployment's launch mode."""
 
     def __init__(self, deployment: Deployment, fabric: Fabric, calib: Calibration, quickreduce: Codec | None = None,
-                 host: HostCopies = HostCopies(), drafts: int = 0, bucket_ratio: float = 1.04):
+                 host: HostCopies = HostCopies(), drafts: int = 0, bucket_ratio: float = 1.04,
+                 launches: LaunchPolicy | None = None):
         self.deployment, self.host, self.drafts, self.bucket_ratio = deployment, host, drafts, bucket_ratio
+        self.launches = launches if deployment.options.launch is LaunchMode.GRAPH else None
         self.draft_fraction = DRAFT_LAYERS / deployment.model.layers
         self.hits = self.misses = 0
         self.miss_wall_s = 0.0
+        eager = None
+        if self.launches is not None:
+            eager = (replace(deployment, options=replace(deployment.options, launch=LaunchMode.EAGER)),
+                     calib if self.launches.eager_launch_host_s is None
+                     else replace(calib, launch_eager_s=self.launches.eager_launch_host_s))
         if _SHARING.get():
-            memos = _shared((deployment, fabric, calib, quickreduce, bucket_ratio))
+            memos = _shared((deployment, fabric, calib, quickreduce, bucket_ratio, self.launches), eager)
         else:
-            memos = _Memos(StepParts(deployment, fabric, calib, quickreduce), {}, {})
-        self.parts, self._cycles, self._steps = memos.parts, memos.cycles, memos.steps
+            memos = _Memos(StepParts(deployment, fabric, calib, quickreduce), {}, {},
+                           StepParts(eager[0], fabric, eager[1], quickreduce) if eager else None)
+        self.parts, self._cycles, self._steps, self._eager_parts = (memos.parts, memos.cycles, memos.steps,
+                                                                    memos.eager_parts)
 
     def cycle_s(self, shape: CycleShape) -> float:
         """Seconds of one engine cycle of this shape."""
@@ -108,7 +125,11 @@ class CycleCost:
             tokens = max(1, tokens)
             sampled = prefills + decodes[0] + verifies[0] * (drafts + 1)
             step_tokens = prefills * tokens + decodes[0] + verifies[0] * (drafts + 1)
-            total = self._steps[key] = self.parts.total_s(
+            parts = self.parts
+            if self.launches is not None and not self.launches.graphed(
+                    prefills * tokens, decodes[0] + verifies[0], 1 + (drafts if verifies[0] else 0)):
+                parts = self._eager_parts
+            total = self._steps[key] = parts.total_s(
                 ((tokens, cached),) * prefills, _contexts(*decodes), _contexts(*verifies), drafts,
                 max(sampled, bucket(step_tokens, self.bucket_ratio)))
         return total
@@ -126,6 +147,7 @@ class _Memos:
     parts: StepParts
     cycles: dict[tuple, float]
     steps: dict[tuple, float]
+    eager_parts: StepParts | None = None  # the steps an engine's launch policy runs eagerly
 
 
 SHARED_DEPLOYMENTS = 32  # memos a process keeps under `shared_memos` (the least recently used go first)
@@ -146,14 +168,17 @@ def shared_memos() -> Iterator[None]:
         _SHARING.reset(token)
 
 
-def _shared(identity: tuple) -> _Memos:
-    """The memos of an earlier CycleCost built from equal arguments, or fresh ones kept for the next."""
+def _shared(identity: tuple, eager: tuple[Deployment, Calibration] | None) -> _Memos:
+    """The memos of an earlier CycleCost built from equal arguments, or fresh ones kept for the next; `eager`: the
+    deployment and calibration of the steps run eagerly (a function of the identity's launch policy)."""
     identity = (*identity, chosen())  # a calibration chosen by context reaches the parts' timing too
     for i, (held, memos) in enumerate(_SHARED):
         if held == identity:
             _SHARED.append(_SHARED.pop(i))
             return memos
-    memos = _Memos(StepParts(*identity[:4]), {}, {})
+    fabric, quickreduce = identity[1], identity[3]
+    memos = _Memos(StepParts(*identity[:4]), {}, {},
+                   StepParts(eager[0], fabric, eager[1], quickreduce) if eager else None)
     _SHARED.append((identity, memos))
     del _SHARED[:-SHARED_DEPLOYMENTS]
     return memos
