@@ -120,6 +120,10 @@ def _parser() -> argparse.ArgumentParser:
     swp.add_argument("--json", action="store_true", help="print the result as one JSON object")
     _cost_model_flag(swp)
 
+    scen = sub.add_parser("scenarios", help="the built-in scenarios and design-change overlays, by name (each name "
+                                            "works where a scenario or overlay file does: --overlay dcp8)")
+    scen.add_argument("--json", action="store_true", help="print one JSON object")
+
     hw = sub.add_parser("hw", help="hardware specs: GPUs and platforms")
     hw_sub = hw.add_subparsers(dest="hw_command", required=True, metavar="ACTION")
     hw_list = hw_sub.add_parser("list", help="list GPU and platform specs")
@@ -319,6 +323,8 @@ def _dispatch(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         from infersim.sweep import sweep_command
 
         return sweep_command(args)
+    if args.command == "scenarios":
+        return workload_queries.scenario_list(), "Built-in scenarios and overlays"
     if args.command == "hw" and args.hw_command == "list":
         return queries.hw_list(), "Hardware specs"
     if args.command == "hw":

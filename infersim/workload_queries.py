@@ -43,6 +43,28 @@ def model_list() -> dict[str, Any]:
     return {"models": rows}
 
 
+def scenario_list() -> dict[str, Any]:
+    """Every built-in scenario and overlay: its name, what it is, its file in the package and the first sentence of
+    its header comment (what the file says it is)."""
+    from simulator.scenario import SCENARIO_DIR, builtin_scenarios
+
+    kinds = {"": "scenario", "changes": "overlay", "study": "study scenario"}
+    rows = []
+    for name, path in builtin_scenarios().items():
+        folder = path.parent.relative_to(SCENARIO_DIR).as_posix()
+        header = []
+        for line in path.read_text().splitlines():
+            if not line.startswith("#"):
+                break
+            header.append(line.lstrip("# ").strip())
+        text = " ".join(part for part in header if part)
+        end = text.find(". ")
+        first = text if end < 0 else text[:end + 1]  # the header comment's first sentence
+        rows.append({"name": name, "kind": kinds.get("" if folder == "." else folder, folder),
+                     "file": path.relative_to(SCENARIO_DIR.parent.parent).as_posix(), "about": first})
+    return {"scenarios": rows}
+
+
 def model_show(name: str) -> dict[str, Any]:
     """One model: layer counts, experts, parameter counts against the published total, checkpoint bytes."""
     model = load_model(name)

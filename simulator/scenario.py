@@ -333,10 +333,36 @@ def deep_merge(base: Mapping[str, Any], overlay: Mapping[str, Any]) -> dict[str,
 PATH_KEYS = (("hardware", "platform"), ("model", "name"), ("workload", "trace_path"))
 
 
+def builtin_scenarios() -> dict[str, Path]:
+    """The built-in scenarios and overlays by name (a file's stem): the default and the benchmark, the design-change
+    overlays of `changes/` and the platform studies of `study/`, in that order."""
+    found: dict[str, Path] = {}
+    for folder in (SCENARIO_DIR, SCENARIO_DIR / "changes", SCENARIO_DIR / "study"):
+        for path in sorted(folder.glob("*.yaml")):
+            found.setdefault(path.stem, path)
+    return found
+
+
+def scenario_path(text: str | Path) -> Path:
+    """A scenario or overlay file: `text` as a path where one exists, else the built-in of that name (`dcp8`,
+    `kimi-k3-b300`); an error lists the built-in names."""
+    path = Path(text)
+    if path.exists() or isinstance(text, Path):
+        return path
+    named = builtin_scenarios().get(str(text))
+    if named is not None:
+        return named
+    if path.suffix in (".yaml", ".yml") or "/" in str(text):
+        return path  # a file the caller meant: the loader names what is wrong with it
+    raise ScenarioError(f"{text!r}: no such file, and no built-in scenario or overlay of that name (built-in: "
+                        f"{', '.join(builtin_scenarios())})")
+
+
 def read_scenario_file(path: str | Path) -> dict[str, Any]:
-    """A scenario or overlay file, parsed with the bounded safe loader; errors name the file and line. Relative
-    spec paths (`*.yaml`) and trace paths in it are made relative to the file's folder."""
-    path = Path(path)
+    """A scenario or overlay file (a path, or a built-in's name: `scenario_path`), parsed with the bounded safe
+    loader; errors name the file and line. Relative spec paths (`*.yaml`) and trace paths in it are made relative
+    to the file's folder."""
+    path = scenario_path(path)
     try:
         raw = read_yaml_file(path)
     except YamlError as err:

@@ -43,6 +43,9 @@ ACT_BYTES = 2  # bf16 activations on the wire
 SWIGLU_OPS = 4  # silu (sigmoid, multiply) and the gate product, per value
 GATED_NORM_OPS = 6  # KDA's gated RMSNorm on the output, per value
 ROPE_OPS = 3  # a value times cos plus its rotated partner times sin
+# Dynamic FP8 activation quantization per group of 128 values (the block-scaled checkpoints' activation_scheme
+# dynamic): the group's absolute maximum, the scale, and the scaled conversion, per value (assumption: 4 FP32 ops)
+ACT_QUANT_OPS = 4
 
 
 @lru_cache(maxsize=65536)
@@ -63,6 +66,29 @@ def _c(layer: int, name: str, depends: Depends, op: CollectiveOp, payload: float
 def _gemm(d: Deployment, part: Part, m: int, n: int, k: int) -> Gemm:
     """A projection as a BLAS would run it on the deployment's GPU (`tiles.blas_gemm`)."""
     return tiles.blas_gemm(d.gpu, m, n, k, _math_dtype(d, part))
+
+
+def _act_quant(layer: int, name: str, depends: Depends, rows: int, k: int, d: Deployment, part: Part
+               ) -> Iterator[StepItem]:
+    """The launch that quantizes an FP8 GEMM's input to FP8 with a scale per token and group of 128 values, where
+    the engines run it apart:
+      - CUDA: vLLM's and SGLang's block-scaled FP8 linear layers and fused-MoE paths call per_token_group_quant_fp8
+        before each matmul (vllm/model_executor/layers/quantization/utils/fp8_utils.py,
+        sglang/srt/layers/quantization/fp8_utils.py, fused_moe_triton).
+      - CDNA3: AITER's block-scaled GEMM takes an input quantized by its own per-1x128 launch (SGLang's
+        aiter_w8a8_block_fp8_linear); AITER's fused-MoE call quantizes inside it, so the routed experts get none.
+      - CDNA4: SGLang's DeepSeek layers quantize inside the norm before the GEMM (deepseek_v2.py on gfx950:
+        fused_rms_fp8_group_quant, fused_flatten_fp8_group_quant) and AITER's fused MoE inside its call: none
+        (assumption for the other AITER paths).
+    Priced as a bf16 pointwise pass over the input (the FP8 output is half of that; at decode these launches are
+    latency-bound)."""
+    if _math_dtype(d, part) is not Dtype.FP8:
+        return
+    family = tiles.arch_family(d.gpu)
+    if family is tiles.ArchFamily.CDNA4 or (family is tiles.ArchFamily.CDNA3 and part is Part.ROUTED_EXPERTS):
+        return
+    yield _k(layer, f"{name}.act_quant", depends,
+             _make(Elementwise, elements=rows * k, inputs=1, ops_per_element=ACT_QUANT_OPS))
 
 
 def _math_dtype(d: Deployment, part: Part) -> Dtype:
@@ -159,6 +185,7 @@ def ffn_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
 
 def _output_projection(layer: int, name: str, t: int, width: int, d: Deployment) -> Iterator[StepItem]:
     h = d.model.hidden_size
+    yield from _act_quant(layer, f"{name}.o_proj", TOKENS, t, width, d, Part.ATTENTION)
     yield _k(layer, f"{name}.o_proj", TOKENS, _gemm(d, Part.ATTENTION, t, h, width))
     yield from _c(layer, f"{name}.output", TOKENS, CollectiveOp.ALL_REDUCE, t * h * ACT_BYTES, d.tp)
 
@@ -201,9 +228,11 @@ def _mla_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     a, hid, t = _section(d.model.mla, "mla"), d.model.hidden_size, batch.tokens
     h, o = a.heads // d.tp, d.options
     qk = a.qk_nope_head_dim + a.qk_rope_head_dim
+    yield from _act_quant(layer, "mla.q_a", TOKENS, t, hid, d, Part.ATTENTION)  # one input for q_a and kv_a
     if a.q_lora_rank:
         yield _k(layer, "mla.q_a", TOKENS, _gemm(d, Part.ATTENTION, t, a.q_lora_rank, hid))
         yield _k(layer, "mla.q_a_norm", TOKENS, _make(RmsNorm, tokens=t, hidden=a.q_lora_rank))
+        yield from _act_quant(layer, "mla.q_b", TOKENS, t, a.q_lora_rank, d, Part.ATTENTION)
     yield _k(layer, "mla.q_b", TOKENS, _gemm(d, Part.ATTENTION, t, h * qk, a.q_lora_rank or hid))
     yield _k(layer, "mla.kv_a", TOKENS, _gemm(d, Part.ATTENTION, t, a.latent_width, hid))
     yield _k(layer, "mla.kv_a_norm", TOKENS, _make(RmsNorm, tokens=t, hidden=a.kv_lora_rank))
@@ -244,6 +273,7 @@ def _mla_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
         cached = tuple(c.cached for c in batch.prefills)
         history = sum(tokens) + sum(cached)
         up_width = h * (a.qk_nope_head_dim + a.v_head_dim)
+        yield from _act_quant(layer, "mla.kv_b", PREFILL_HISTORY, history, a.kv_lora_rank, d, Part.ATTENTION)
         yield _k(layer, "mla.kv_b", PREFILL_HISTORY, _gemm(d, Part.ATTENTION, history, up_width, a.kv_lora_rank))
         yield _k(layer, "mla.prefill_attention", PREFILL_HISTORY, AttentionPrefill(
             seqs=len(tokens), q_len=_mean(tokens), heads=h, kv_heads=h, head_dim=qk, cached=_mean(cached),
@@ -339,8 +369,10 @@ def _windowed(history: int, window: int) -> int:
 def _dense_mlp_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     m, t = d.model, batch.tokens
     inter = cdiv(m.intermediate_size, d.tp)
+    yield from _act_quant(layer, "mlp.gate_up", TOKENS, t, m.hidden_size, d, Part.DENSE_MLP)
     yield _k(layer, "mlp.gate_up", TOKENS, _gemm(d, Part.DENSE_MLP, t, 2 * inter, m.hidden_size))
     yield _k(layer, "mlp.act", TOKENS, _make(Elementwise, elements=t * inter, inputs=2, ops_per_element=SWIGLU_OPS))
+    yield from _act_quant(layer, "mlp.down", TOKENS, t, inter, d, Part.DENSE_MLP)
     yield _k(layer, "mlp.down", TOKENS, _gemm(d, Part.DENSE_MLP, t, m.hidden_size, inter))
     yield from _c(layer, "mlp.output", TOKENS, CollectiveOp.ALL_REDUCE, t * m.hidden_size * ACT_BYTES, d.tp)
 
@@ -371,11 +403,13 @@ def _moe_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     per_expert = math.ceil(routings / active)
     # tile_m by tokens per expert (vLLM fused-MoE), the rest from the GPU family's config, sized to fit
     tile = tiles.moe_gemm_tiles(d.gpu, tokens_per_expert=per_expert, dtype=routed_dt).fields
+    yield from _act_quant(layer, "moe.routed_up", TOKENS, t, width, d, Part.ROUTED_EXPERTS)
     yield _k(layer, "moe.routed_up", TOKENS,
              _make(MoeGemm, experts=active, tokens_per_expert=per_expert, n=2 * inter, k=width,
                                             dtype=routed_dt, **tile))
     yield _k(layer, "moe.routed_act", TOKENS, _make(Elementwise, elements=active * per_expert * inter, inputs=2,
                                                   ops_per_element=SWIGLU_OPS))
+    yield from _act_quant(layer, "moe.routed_down", TOKENS, active * per_expert, inter, d, Part.ROUTED_EXPERTS)
     yield _k(layer, "moe.routed_down", TOKENS,
              _make(MoeGemm, experts=active, tokens_per_expert=per_expert, n=width, k=inter,
                                               dtype=routed_dt, **tile))
@@ -389,8 +423,10 @@ def _moe_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
         yield _k(layer, "moe.routed_out_proj", TOKENS, _gemm(d, Part.SHARED_EXPERTS, t, out, width))
     if moe.shared_experts:
         inter_shared = cdiv(moe.shared_experts * moe.expert_intermediate_size, d.tp)
+        yield from _act_quant(layer, "moe.shared_gate_up", TOKENS, t, hid, d, Part.SHARED_EXPERTS)
         yield _k(layer, "moe.shared_gate_up", TOKENS, _gemm(d, Part.SHARED_EXPERTS, t, 2 * inter_shared, hid))
         yield _k(layer, "moe.shared_act", TOKENS, _make(Elementwise, elements=t * inter_shared, inputs=2,
                                                       ops_per_element=SWIGLU_OPS))
+        yield from _act_quant(layer, "moe.shared_down", TOKENS, t, inter_shared, d, Part.SHARED_EXPERTS)
         yield _k(layer, "moe.shared_down", TOKENS, _gemm(d, Part.SHARED_EXPERTS, t, hid, inter_shared))
     yield from _c(layer, "moe.output", TOKENS, CollectiveOp.ALL_REDUCE, t * hid * ACT_BYTES, d.tp)

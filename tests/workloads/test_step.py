@@ -223,3 +223,30 @@ def test_auto_mla_splits_follow_the_backends_heuristic_as_batch_and_context_chan
     assert splits(h200, (1024,) * 8) <= splits(h200, (32768,) * 8)
     fixed = replace(h200, options=replace(h200.options, mla_num_splits=16))
     assert splits(fixed, (32768,) * 64) == 16  # a number is held whatever the batch
+
+
+@pytest.mark.parametrize("gpu,quantized", [
+    ("h200", ["mla.q_a", "mla.q_b", "mla.o_proj", "moe.routed_up", "moe.routed_down", "moe.shared_gate_up",
+              "moe.shared_down"]),
+    ("b200", ["mla.q_a", "mla.q_b", "mla.o_proj", "moe.routed_up", "moe.routed_down", "moe.shared_gate_up",
+              "moe.shared_down"]),
+    ("mi300x", ["mla.q_a", "mla.q_b", "mla.o_proj", "moe.shared_gate_up", "moe.shared_down"]),
+    ("mi355x", []),
+])
+def test_fp8_block_scaled_gemms_quantize_their_input_where_the_engine_launches_it(gpu, quantized):
+    """DeepSeek-R1's FP8 GEMMs take inputs quantized per token group: a launch of its own before each on CUDA, before
+    the dense ones on CDNA3 (AITER's fused MoE quantizes inside), none on CDNA4 (fused into the norm and the MoE)."""
+    d = Deployment(load_model("deepseek-r1"), load_gpu(gpu), tp=8)
+    items = build_step(Batch(decodes=(1500,) * 4), d).items
+    layer = [i for i in items if i.layer == 10 and i.kernel is not None]
+    names = [i.name for i in layer]
+    found = [n.removesuffix(".act_quant") for n in names if n.endswith(".act_quant")]
+    assert found == quantized
+    for name in found:  # each right before its GEMM (q_a's input also feeds kv_a)
+        assert names[names.index(f"{name}.act_quant") + 1] == name
+    quant = next((i.kernel for i in layer if i.name == "moe.routed_up.act_quant"), None)
+    if quant is not None:
+        assert quant.elements == 4 * 7168  # the four tokens' hidden states
+    # a bf16 model has none
+    dense = Deployment(load_model("qwen3-32b"), load_gpu(gpu), tp=8)
+    assert not any(i.name.endswith(".act_quant") for i in build_step(Batch(decodes=(1500,) * 4), dense).items)
