@@ -30,6 +30,13 @@ Three behaviours of vLLM and SGLang decide where a request's time goes beside th
   (python/sglang/srt/managers/scheduler.py, event_loop_overlap). An idle engine takes a request at once.
 - **Whether prefill chunks ride in decode steps**: vLLM mixes them; SGLang runs prefill-only steps first
   (server_args.py: enable_mixed_chunk False).
+
+TensorRT-LLM's PyTorch backend (`trtllm`): context and generation requests share a step (in-flight batching);
+graphs are captured for generation-only batches up to `cuda_graph_config.max_batch_size` and context steps run
+eagerly unless piecewise graphs are switched on (tensorrt_llm/llmapi/llm_args.py: CudaGraphConfig,
+TorchCompileConfig); its overlap scheduler is on by default (`disable_overlap_scheduler` False), so a request sent
+mid-run waits two steps as under SGLang. No host figure per launch is published for it: assumption, SGLang's (both
+drive the model's PyTorch modules from Python).
 """
 
 from __future__ import annotations
@@ -49,9 +56,11 @@ VLLM_CAPTURE_TOKENS = 512  # vllm/config/vllm.py: max_cudagraph_capture_size at 
 # Assumption: SGLang's server_args.py sets --cuda-graph-max-bs from the GPU's memory and the TP size, 512 at TP >= 4
 # on the large-memory bands (256 below TP 4); every GPU of the catalog has 80 GB or more.
 SGLANG_GRAPH_MAX_BS, SGLANG_GRAPH_MAX_BS_SMALL_TP = 512, 256
+# Assumption: TensorRT-LLM's generated CUDA-graph batch sizes reach 128 when the config names none
+TRTLLM_GRAPH_MAX_BS = 128
 
 
-RECEIVE_LAG_STEPS = {"vllm": 1, "sglang": 2}  # step boundaries before a step takes a request sent mid-run
+RECEIVE_LAG_STEPS = {"vllm": 1, "sglang": 2, "trtllm": 2}  # step boundaries before a step takes a request sent mid-run
 
 
 def launch_policy(engine: str, cuda_graph_max_bs: int, max_num_seqs: int, tp: int, drafts: int = 0
@@ -61,6 +70,9 @@ def launch_policy(engine: str, cuda_graph_max_bs: int, max_num_seqs: int, tp: in
     if engine == "sglang":
         default = SGLANG_GRAPH_MAX_BS if tp >= 4 else SGLANG_GRAPH_MAX_BS_SMALL_TP
         return LaunchPolicy(graph_decodes=cuda_graph_max_bs or default,
+                            eager_launch_host_s=SGLANG_EAGER_LAUNCH_HOST_S)
+    if engine == "trtllm":
+        return LaunchPolicy(graph_decodes=cuda_graph_max_bs or TRTLLM_GRAPH_MAX_BS,
                             eager_launch_host_s=SGLANG_EAGER_LAUNCH_HOST_S)
     if engine == "vllm":
         default = min(2 * max_num_seqs * (1 + drafts), VLLM_CAPTURE_TOKENS)

@@ -95,13 +95,14 @@ class Serving:
     # `--max-model-len auto` (vllm-project/vllm#29431): the longest request the KV cache holds, at most
     # AUTO_MAX_MODEL_LEN; a value the KV cache cannot hold is refused, as vLLM refuses to start.
     max_model_len: int = ranged(-1, MAX_TOKENS, TOKENS, -1)
-    # the serving engine: its MLA decode backend where the scenario names none
-    # (workloads.attention_backends.default_mla_backend), and its scheduler's prefill policy: vLLM mixes prefill
-    # chunks into decode steps, SGLang runs prefill-only steps first (server_args.py: enable_mixed_chunk False)
+    # the serving engine (vllm, sglang, trtllm): its MLA decode backend where the scenario names none
+    # (workloads.attention_backends.default_mla_backend), its scheduler's prefill policy (vLLM and TensorRT-LLM mix
+    # prefill into decode steps, SGLang runs prefill-only steps first: server_args.py enable_mixed_chunk False), and
+    # what simulator/engine_profiles.py holds: graph capture, eager host cost, when a request joins a step
     engine: str = "vllm"
     # the largest step the engine replays as captured graphs (simulator/engine_profiles.py), "auto" (0): the
-    # engine's default. SGLang --cuda-graph-max-bs (requests of a decode batch; steps with prefill run eagerly);
-    # vLLM max_cudagraph_capture_size (tokens of a step)
+    # engine's default. SGLang --cuda-graph-max-bs and TensorRT-LLM cuda_graph_config.max_batch_size (requests of
+    # a decode batch; steps with prefill run eagerly); vLLM max_cudagraph_capture_size (tokens of a step)
     cuda_graph_max_bs: int = ranged(0, MAX_TOKENS, TOKENS, 0)
     # SGLang --scheduler-recv-interval: while decoding, the scheduler takes new requests every this many steps
     recv_interval: int = ranged(1, 1_000_000, "assumption: SGLang's recipes poll every 1 to 30 steps", 1)

@@ -12,7 +12,7 @@ import numpy as np
 from hwmodels.calibration import load_calibration
 from hwmodels.dtypes import Dtype
 from hwmodels.interconnect import PCIE_EFFICIENCY, build_fabric
-from hwmodels.spec import load_gpu, load_platform
+from hwmodels.spec import Vendor, load_gpu, load_platform
 from hwmodels.specfile import FieldError
 from simulator.cost.cycle import CycleCost, HostCopies
 from simulator.engine import EngineConfig, simulate_stream, wall_clock
@@ -63,6 +63,9 @@ def deployment_of(scenario: Scenario) -> Deployment:
     p = scenario.parallel
     try:
         model, gpu, options = load_model(scenario.model.name), load_gpu(platform.gpu), scenario.kernels
+        if scenario.serving.engine == "trtllm" and gpu.vendor is Vendor.AMD:
+            raise ScenarioError(f"serving.engine: TensorRT-LLM runs on NVIDIA GPUs; {platform.name} has {gpu.name} "
+                                "(engines for it: vllm, sglang)")
         if options.mla_backend == "auto" and model.mla is not None and model.mla.heads % p.tp == 0:
             # the engine's default MLA decode backend for this GPU, cache dtype and per-GPU heads
             kv = kv_cache or model.kv_cache

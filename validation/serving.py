@@ -3,12 +3,15 @@
 
 A row becomes a scenario by what it states and nothing else: the platform (`<gpu>-8`), the catalog model, TP and
 EP, the random workload (prompts, input and output lengths, the benchmark's length range), the client's
-concurrency cap, all requests sent at once (request rate inf), the engine (`serving.engine`: vLLM or SGLang; other
-engines keep the default), and the engine flags that have a scenario key (`--attention-backend`,
-`--max-running-requests`, `--chunked-prefill-size`, `--mem-fraction-static`, `--kv-cache-dtype fp8*`,
-`--disable-radix-cache`). Everything else is the scenario defaults. Rows the simulator cannot stand for are left
-out with their reason: speculative decoding with unstated acceptance, attention data parallelism, offline runs with
-no stated prompt count or batch limit, and configurations the model refuses (weights that do not fit).
+concurrency cap, all requests sent at once (request rate inf), the engine (`serving.engine`: vLLM, SGLang or
+TensorRT-LLM), and the engine flags that have a scenario key (`--attention-backend`, `--max-running-requests`,
+`--chunked-prefill-size`, `--mem-fraction-static`, `--kv-cache-dtype fp8*`, `--disable-radix-cache`,
+`--cuda-graph-max-bs`, `--scheduler-recv-interval`; TensorRT-LLM's `cuda_graph_config` max_batch_size and an FP8
+`kv_cache_config`). SGLang's `--num-continuous-decode-steps` does nothing in these versions and `--stream-interval`
+sends the first token at once, so neither has a key. Everything else is the scenario defaults. Rows the simulator
+cannot stand for are left out with their reason: speculative decoding with unstated acceptance, attention data
+parallelism, offline runs with no stated prompt count or batch limit, TensorRT-LLM's piecewise context graphs, and
+configurations the model refuses (weights that do not fit).
 
 Nothing is fitted to these rows: they test. `infersim validate --serving` reports per platform the median and p90
 |error| of output throughput per GPU, median TPOT and median TTFT.
@@ -138,8 +141,14 @@ def scenario_sets(row: Mapping[str, str]) -> dict[str, object]:
     if backend is not None:
         sets["kernels.mla_backend"] = backend
     kv = _flag(flags, "--kv-cache-dtype")
-    if kv is not None and kv.startswith("fp8"):
+    if (kv is not None and kv.startswith("fp8")) or "kv_cache_config dtype fp8" in flags:
         sets["precision.kv_cache"] = "fp8"
+    if row["engine"] == "trtllm":  # the extra_llm_api_options the recipe's YAML sets, as the table transcribes them
+        if "piecewise cuda graphs true" in flags:
+            raise Excluded("TensorRT-LLM's piecewise graphs for context steps are not modelled")
+        graphs = re.search(r"cuda_graph_config[^/]*max_batch_size (\d+)", flags)
+        if graphs:
+            sets["serving.cuda_graph_max_bs"] = int(graphs.group(1))
     return sets
 
 

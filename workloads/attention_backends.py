@@ -103,7 +103,7 @@ SGLANG_SEQ_UNIT = 64.0  # get_num_kv_splits_triton: ext_seq_len = max_seq_len / 
 # assumption: the model's context length is at least 32 x (the CU count rounded up to a power of two) tokens
 # (DeepSeek-V3 163,840, Kimi K2 131,072 against 8,192), so _mla_decode_kv_splits_cap is the rounded CU count.
 
-ENGINES = ("vllm", "sglang")
+ENGINES = ("vllm", "sglang", "trtllm")  # TensorRT-LLM: its PyTorch backend (trtllm-serve --backend pytorch)
 
 
 class MlaBackend(Enum):
@@ -182,6 +182,8 @@ def default_mla_backend(gpu: GPU, engine: str = "vllm", *, kv_dtype: Dtype = Dty
       - SM100 for DeepseekV3ForCausalLM (DeepSeek V3/R1, Kimi K2): trtllm_mla.
       - ROCm: aiter when the per-GPU head count is 16 or 128 (and no speculative decoding), else triton.
       - other: triton.
+    TensorRT-LLM (NVIDIA only): its own trtllm-gen MLA generation kernels on Blackwell (the kernels FlashInfer
+    ships as TRT-LLM-gen); on Hopper, assumption: FlashMLA's split heuristic for its generation kernel.
     `heads`: query heads per GPU when known (None: assume a head count AITER takes).
     """
     if engine not in ENGINES:
@@ -191,6 +193,10 @@ def default_mla_backend(gpu: GPU, engine: str = "vllm", *, kv_dtype: Dtype = Dty
     if heads is not None:
         _check_positive_int("heads", heads)
     sm, aiter_heads = _sm(gpu), heads is None or heads in (16, 128)
+    if engine == "trtllm":
+        if gpu.vendor is Vendor.AMD:
+            raise ValueError(f"TensorRT-LLM runs on NVIDIA GPUs, not {gpu.name} (engines for it: vllm, sglang)")
+        return MlaBackend.TRTLLM_GEN if sm is not None and sm // 10 == 10 else MlaBackend.FLASHMLA
     if gpu.vendor is Vendor.AMD:
         if not MlaBackend.AITER.runs_on(gpu) or not aiter_heads:
             return MlaBackend.TRITON_VLLM if engine == "vllm" else MlaBackend.TRITON_SGLANG

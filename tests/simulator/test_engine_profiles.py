@@ -66,7 +66,10 @@ def test_which_steps_replay_graphs_follows_each_engines_rule():
     assert sglang.graph_decodes == 512 and launch_policy("sglang", 0, 64, 2).graph_decodes == 256
     assert sglang.graphed(0, 512) and not sglang.graphed(0, 513) and not sglang.graphed(1, 0)
     assert not LaunchPolicy(graph_decodes=4).graphed(0, 5)
-    with pytest.raises(ValueError, match=r"unknown serving engine 'tgi'.*vllm, sglang"):
+    trtllm = launch_policy("trtllm", 0, 64, 8)
+    assert trtllm.graph_decodes == 128 and trtllm.eager_launch_host_s == SGLANG_EAGER_LAUNCH_HOST_S
+    assert launch_policy("trtllm", 16, 64, 8).graphed(0, 16) and not launch_policy("trtllm", 16, 64, 8).graphed(0, 17)
+    with pytest.raises(ValueError, match=r"unknown serving engine 'tgi'.*vllm, sglang, trtllm"):
         launch_policy("tgi", 0, 64, 8)
 
 
@@ -135,6 +138,18 @@ def test_sglangs_recv_interval_holds_new_requests_for_up_to_that_many_decode_ste
     assert not skipper.due(idle=False) and skipper.due(idle=True)
     skipper.stepped(decode_only=False)  # any step with prefill: the next poll reads
     assert skipper.due(idle=False)
+
+
+def test_tensorrt_llm_is_an_nvidia_engine():
+    with pytest.raises(ScenarioError, match=r"serving\.engine: TensorRT-LLM runs on NVIDIA GPUs; mi355x-8 has mi355x"):
+        simulate(load_scenario(sets=["serving.engine=trtllm"]))
+    result = simulate(_scenario("serving.engine=trtllm"))  # an H200 node: overlap scheduling, two steps' wait
+    requests = result.requests
+    later = requests[requests["sent_s"] > 0]
+    starts, at = _boundaries_after(result.steps, later["sent_s"].to_numpy())
+    busy = at + 2 < starts.size
+    assert busy.sum() >= 15
+    assert (later["scheduled_s"].to_numpy()[busy] >= starts[(at + 2)[busy]]).all()
 
 
 def test_recv_interval_is_an_sglang_key():

@@ -206,6 +206,7 @@ def test_mean_rounds_half_up():
     ("b300", "vllm", Dtype.BF16, B.TRTLLM_GEN), ("b200", "sglang", Dtype.BF16, B.TRTLLM_GEN),
     ("mi355x", "vllm", Dtype.BF16, B.TRITON_VLLM), ("mi300x", "vllm", Dtype.FP8, B.TRITON_VLLM),
     ("mi355x", "sglang", Dtype.BF16, B.AITER), ("mi325x", "sglang", Dtype.FP8, B.AITER),
+    ("b200", "trtllm", Dtype.FP8, B.TRTLLM_GEN), ("h200", "trtllm", Dtype.FP8, B.FLASHMLA),
 ])
 def test_default_backends(gpu, engine, kv_dtype, expected):
     spec = load_gpu(gpu)
@@ -256,8 +257,10 @@ def test_backend_not_on_this_gpu(backend, gpu, valid):
 
 
 def test_bad_engine_and_options():
-    with pytest.raises(ValueError, match=r"unknown engine 'trtllm' \(valid: vllm, sglang\)"):
-        default_mla_backend(H200, "trtllm")
+    with pytest.raises(ValueError, match=r"unknown engine 'tgi' \(valid: vllm, sglang, trtllm\)"):
+        default_mla_backend(H200, "tgi")
+    with pytest.raises(ValueError, match=r"TensorRT-LLM runs on NVIDIA GPUs, not mi355x \(engines for it: vllm"):
+        default_mla_backend(MI355X, "trtllm")
     with pytest.raises(ValueError, match="heads must be positive, got 0"):
         default_mla_backend(H200, heads=0)
     with pytest.raises(ValueError, match="kv_dtype must be a Dtype"):
