@@ -5,13 +5,17 @@ CUs x the occupancy limit). For a uniform grid this is the analytic wave count (
 for a grid whose workgroups differ in length (split-KV over uneven histories, expert tiles over uneven token
 counts) the order and the lengths decide when the last one ends, and a long workgroup dispatched late sets the
 launch's time. Each workgroup's duration comes from its program (`hwmodels.cycle_time.workgroup_s`).
+
+The only events are slots freeing up, so the simulation is a heap of the slots' free times: the next workgroup
+in grid order takes the slot that frees first, at that time (the heap's least element never decreases, so the
+order of dispatch is the grid order). A process-per-workgroup simulation in simpy gives the same floats (a test
+holds the two equal) at a hundredth of the speed; the serving loop runs this for every irregular launch it prices.
 """
 
 from __future__ import annotations
 
+import heapq
 from collections.abc import Sequence
-
-import simpy
 
 
 def dispatch_s(durations: Sequence[float], slots: int) -> float:
@@ -22,21 +26,12 @@ def dispatch_s(durations: Sequence[float], slots: int) -> float:
         return 0.0
     if len(durations) <= slots:  # one partial wave: every workgroup starts at once
         return max(durations)
-    env = simpy.Environment()
-    cus = simpy.Resource(env, capacity=slots)
-
-    def workgroup(duration: float):
-        with cus.request() as slot:
-            yield slot
-            yield env.timeout(duration)
-
-    def dispatcher():
-        for duration in durations:  # grid order: a workgroup is handed out only when a slot is free
-            with cus.request() as slot:
-                yield slot
-            env.process(workgroup(duration))
-            yield env.timeout(0)
-
-    env.process(dispatcher())
-    env.run()
-    return env.now
+    free = [float(d) for d in durations[:slots]]  # the first wave starts at 0 and frees its slots at these times
+    heapq.heapify(free)
+    last = max(free)
+    for duration in durations[slots:]:
+        end = free[0] + duration  # the slot that frees first takes the next workgroup
+        heapq.heapreplace(free, end)
+        if end > last:
+            last = end
+    return last

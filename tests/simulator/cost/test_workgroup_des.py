@@ -85,3 +85,35 @@ def test_a_two_shot_that_pulls_its_data_is_bound_by_its_loads_in_flight():
     assert t.time_s >= 2 * (size / 2) / rate
     # pushed data (QuickReduce) is not bound this way
     assert peer_loads_s(allreduce_phases(Algorithm.QUICKREDUCE, size, 2, fabric)[0], fabric) == 0.0
+
+
+def _simpy_dispatch_s(durations: list[float], slots: int) -> float:
+    """The dispatch as a process per workgroup in simpy: the reference the heap must equal."""
+    import simpy
+
+    env = simpy.Environment()
+    cus = simpy.Resource(env, capacity=slots)
+
+    def workgroup(duration: float):
+        with cus.request() as slot:
+            yield slot
+            yield env.timeout(duration)
+
+    def dispatcher():
+        for duration in durations:  # grid order: a workgroup is handed out only when a slot is free
+            with cus.request() as slot:
+                yield slot
+            env.process(workgroup(duration))
+            yield env.timeout(0)
+
+    env.process(dispatcher())
+    env.run()
+    return env.now
+
+
+@settings(max_examples=200, deadline=None)
+@given(durations=st.lists(st.floats(1e-9, 1e-2), min_size=1, max_size=300), slots=st.integers(1, 40),
+       repeats=st.integers(1, 4))
+def test_the_heap_dispatch_equals_a_process_per_workgroup_bit_for_bit(durations, slots, repeats):
+    durations = durations * repeats  # equal lengths, as split grids have, tie in the heap
+    assert dispatch_s(durations, slots) == _simpy_dispatch_s(durations, slots)
