@@ -213,22 +213,13 @@ def grid_s(program: Program, gpu: GPU, residency: Residency, curve: MemoryCurve,
     streaming = min(gpu.compute_units, len(program.trip_counts))
     warps = residency.warps_per_workgroup
     uniform = replace(program, trip_counts=())
-    if _drifts(program):  # unpipelined: a workgroup's trips at the drifted steady state of its residents
-        setup = workgroup_s(replace(uniform, trips=0), gpu, resident, warps, streaming, curve, hbm_bytes_per_s)
-        steady = steady_trip_s(uniform, gpu, resident, warps, streaming, curve, hbm_bytes_per_s)
-
-        def duration(trips: int) -> float:
-            return setup + trips * steady
-    else:
-        def duration(trips: int) -> float:
-            return workgroup_s(replace(uniform, trips=trips), gpu, resident, warps, streaming, curve,
-                               hbm_bytes_per_s)
-    per_trips: dict[int, float] = {}
-    durations = []
-    for trips in program.trip_counts:
-        if trips not in per_trips:
-            per_trips[trips] = duration(trips)
-        durations.append(per_trips[trips])
+    # a workgroup's setup, then its trips: pipelined, each as `trip_s` (what `workgroup_s` adds per trip);
+    # unpipelined, at the drifted steady state of its residents
+    setup = workgroup_s(replace(uniform, trips=0), gpu, resident, warps, streaming, curve, hbm_bytes_per_s)
+    per_trip = (steady_trip_s if _drifts(program) else trip_s)(uniform, gpu, resident, warps, streaming, curve,
+                                                               hbm_bytes_per_s)
+    per_trips = {trips: setup + trips * per_trip if trips > 0 else setup for trips in set(program.trip_counts)}
+    durations = [per_trips[trips] for trips in program.trip_counts]
     return max(handed_s, burst + (dispatch or bound_dispatch_s)(durations, slots))
 
 

@@ -44,18 +44,18 @@ class Chain:
     cycles: float = 0.0
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            value = getattr(self, f.name)
+        for name in _CHAIN_STEPS:
+            value = getattr(self, name)
             if not value >= 0:  # also rejects NaN
-                raise ValueError(f"chain step count {f.name} must be a non-negative number, got {value!r}")
+                raise ValueError(f"chain step count {name} must be a non-negative number, got {value!r}")
 
     def __add__(self, other: Chain) -> Chain:
         if not isinstance(other, Chain):
             return NotImplemented
-        return Chain(**{f.name: getattr(self, f.name) + getattr(other, f.name) for f in fields(self)})
+        return Chain(**{name: getattr(self, name) + getattr(other, name) for name in _CHAIN_STEPS})
 
     def __mul__(self, times: float) -> Chain:
-        return Chain(**{f.name: getattr(self, f.name) * times for f in fields(self)})
+        return Chain(**{name: getattr(self, name) * times for name in _CHAIN_STEPS})
 
     __rmul__ = __mul__
 
@@ -68,6 +68,7 @@ class Chain:
         return cycles / gpu.boost_clock_hz + self.l2 * gpu.l2_latency_s + self.dram * gpu.dram_latency_s
 
 
+_CHAIN_STEPS = tuple(f.name for f in fields(Chain))  # read once: the checks and arithmetic run per chain made
 NO_CHAIN = Chain()
 
 
@@ -171,7 +172,7 @@ class Program:
         return 0 < self.fresh_input_bytes <= gpu.l2_bytes
 
     def __post_init__(self) -> None:
-        if any(t < 0 for t in self.trip_counts):
+        if self.trip_counts and min(self.trip_counts) < 0:
             raise ValueError("trip_counts must not be negative")
         for name in ("trips", "trip_load_bytes", "trip_store_bytes", "trip_instructions", "setup_instructions",
                      "setup_load_bytes", "row_run_bytes", "fresh_input_bytes", "store_footprint_bytes"):

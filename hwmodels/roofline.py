@@ -128,13 +128,26 @@ def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = Lau
     `dispatch` times an irregular grid workgroup by workgroup (the simulation layer's workgroup DES); without
     it such a grid gets the bound of `hwmodels.cycle_time.bound_dispatch_s`.
     """
+    return launched(kernel_busy(work, gpu, calib, dispatch),
+                    launch_overhead_s(gpu, calib, mode, work.triton_launch and work.workgroups > 0))
+
+
+def launched(busy: KernelTime, launch_s: float) -> KernelTime:
+    """A launch's time from its busy time (`kernel_busy`) and the overhead of launching it in some mode."""
+    return KernelTime(busy.time_s + launch_s, busy.compute_s, busy.memory_s, launch_s, busy.floor_s,
+                      Bound.LAUNCH if launch_s > busy.time_s else busy.bound, busy.waves, busy.occupancy,
+                      busy.latency_s)
+
+
+def kernel_busy(work: Work, gpu: GPU, calib: Calibration, dispatch: Dispatch | None = None) -> KernelTime:
+    """`kernel_time` before the launch overhead (`launch_s` 0): what the GPU spends on the launch's work, the same
+    in every launch mode, so one busy time serves a graph replay and an eager launch of the same kernel."""
     if work.launches != 1:
         raise ValueError(f"kernel_time times one launch; this Work has {work.launches} (time each of launches())")
     if work.workgroups == 0:
         if work.flop or work.bytes:
             raise ValueError("a launch with work to do needs at least one workgroup")
-        launch_s = launch_overhead_s(gpu, calib, mode)
-        return KernelTime(launch_s, 0.0, 0.0, launch_s, 0.0, Bound.LAUNCH, 0, None)
+        return KernelTime(0.0, 0.0, 0.0, 0.0, 0.0, Bound.LAUNCH, 0, None)
 
     occ = occupancy(gpu, lds_bytes=work.lds_bytes_per_workgroup, threads=work.threads_per_workgroup,
                     vgprs=work.registers_per_thread)
@@ -183,7 +196,6 @@ def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = Lau
         stream_rounds = -(-work.streams // cus)
         memory_s = max(work.bytes / bandwidth, work.workgroup_bytes * stream_rounds / (cu_bandwidth * hiding))
 
-    launch_s = launch_overhead_s(gpu, calib, mode, work.triton_launch)
     floor_s = roofline_floor_s(work, gpu)
     bound = Bound.COMPUTE if compute_s >= memory_s else Bound.MEMORY
     if latency_s > max(compute_s, memory_s):
@@ -193,13 +205,11 @@ def kernel_time(work: Work, gpu: GPU, calib: Calibration, mode: LaunchMode = Lau
     setup_s = calib.library_gemm_setup_s if cycle and work.family is Family.GEMM else 0.0
     busy_s = max(max(compute_s, memory_s, latency_s) * calib.time_scale_for(work.family, bound.value) + setup_s,
                  floor_s)
-    if launch_s > busy_s:
-        bound = Bound.LAUNCH
     return KernelTime(
-        time_s=busy_s + launch_s,
+        time_s=busy_s,
         compute_s=compute_s,
         memory_s=memory_s,
-        launch_s=launch_s,
+        launch_s=0.0,
         floor_s=floor_s,
         bound=bound,
         waves=-(-work.workgroups // (cus * occ.workgroups_per_cu)),

@@ -212,18 +212,22 @@ class MlaDecode(KernelKind):
     def _split_trips(self) -> tuple[int, ...]:
         """Trips of every (sequence, head block, split) workgroup in grid order, for uneven histories."""
         groups = cdiv(self.padded_heads, self.heads_per_workgroup)
+        per_context: dict[int, tuple[int, ...]] = {}  # a batch holds few distinct histories
         out: list[int] = []
         for context in self.contexts:
-            rows = self._split_rows(context)
-            for _ in range(groups):
-                for split in range(self.num_splits):
-                    held = min(rows, max(0, context - split * rows))
-                    out.append(cdiv(held, self.block_n))
+            trips = per_context.get(context)
+            if trips is None:
+                rows = self._split_rows(context)
+                trips = per_context[context] = tuple(
+                    cdiv(min(rows, max(0, context - split * rows)), self.block_n)
+                    for split in range(self.num_splits)) * groups
+            out.extend(trips)
         return tuple(out)
 
     def _merge_trips(self) -> tuple[int, ...]:
         groups = cdiv(self.padded_heads, self.heads_per_workgroup)
-        return tuple(cdiv(c, self._split_rows(c)) for c in self.contexts for _ in range(groups))
+        per_context = {c: (cdiv(c, self._split_rows(c)),) * groups for c in set(self.contexts)}
+        return tuple(t for c in self.contexts for t in per_context[c])
 
     def _split_program(self, width: int) -> Program:
         """One (sequence, head block, split) workgroup: block_n latent rows per trip, two stages deep.

@@ -173,6 +173,18 @@ def mixer_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
         yield from _gqa_items(layer, batch, d)
 
 
+def mixer_sequence_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
+    """The items of `mixer_items` that depend on the batch's sequences (its prefill chunks, decodes and verifies),
+    in the same order, without those that depend on the token count alone: what a step's sequence parts time."""
+    mixer = d.model.mixer(layer)
+    if mixer is Mixer.MLA:
+        yield from _mla_sequence_items(layer, batch, d)
+    elif mixer is Mixer.KDA:
+        yield from _kda_sequence_items(layer, batch, d)
+    else:
+        yield from _gqa_sequence_items(layer, batch, d)
+
+
 def ffn_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     """The post-attention norm, then the MoE or dense MLP. Depends on the batch's token count only."""
     m, t = d.model, batch.tokens
@@ -226,7 +238,7 @@ def auto_mla_splits(backend: MlaBackend, gpu: GPU, histories: tuple[int, ...], h
 def _mla_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     """MLA: low-rank q, the latent KV, absorbed decode (split, padded, DCP-sharded) or MHA prefill."""
     a, hid, t = _section(d.model.mla, "mla"), d.model.hidden_size, batch.tokens
-    h, o = a.heads // d.tp, d.options
+    h = a.heads // d.tp
     qk = a.qk_nope_head_dim + a.qk_rope_head_dim
     yield from _act_quant(layer, "mla.q_a", TOKENS, t, hid, d, Part.ATTENTION)  # one input for q_a and kv_a
     if a.q_lora_rank:
@@ -237,6 +249,20 @@ def _mla_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     yield _k(layer, "mla.kv_a", TOKENS, _gemm(d, Part.ATTENTION, t, a.latent_width, hid))
     yield _k(layer, "mla.kv_a_norm", TOKENS, _make(RmsNorm, tokens=t, hidden=a.kv_lora_rank))
     yield from _rope_and_cache_write(layer, "mla", t, (h + 1) * a.qk_rope_head_dim, a.latent_width, d)
+    yield from _mla_sequence_items(layer, batch, d)
+    width = h * a.v_head_dim
+    if a.output_gate:
+        yield _k(layer, "mla.gate", TOKENS, _gemm(d, Part.ATTENTION, t, width, hid))
+        yield _k(layer, "mla.gate_mul", TOKENS, _make(Elementwise, elements=t * width, inputs=2, ops_per_element=4))
+    yield from _output_projection(layer, "mla", t, width, d)
+
+
+def _mla_sequence_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
+    """MLA's items of the decoding and prefilling sequences: absorbed decode (split, padded, DCP-sharded) and MHA
+    prefill."""
+    a, o = _section(d.model.mla, "mla"), d.options
+    h = a.heads // d.tp
+    qk = a.qk_nope_head_dim + a.qk_rope_head_dim
     positions = batch.verify_positions
     queries = len(batch.decodes) + len(batch.verifies) * positions
     if queries:
@@ -278,11 +304,6 @@ def _mla_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
         yield _k(layer, "mla.prefill_attention", PREFILL_HISTORY, AttentionPrefill(
             seqs=len(tokens), q_len=_mean(tokens), heads=h, kv_heads=h, head_dim=qk, cached=_mean(cached),
             **tiles.attention_tiles(d.gpu, head_dim=qk).fields))
-    width = h * a.v_head_dim
-    if a.output_gate:
-        yield _k(layer, "mla.gate", TOKENS, _gemm(d, Part.ATTENTION, t, width, hid))
-        yield _k(layer, "mla.gate_mul", TOKENS, _make(Elementwise, elements=t * width, inputs=2, ops_per_element=4))
-    yield from _output_projection(layer, "mla", t, width, d)
 
 
 def _kda_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
@@ -303,6 +324,16 @@ def _kda_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
                                             ops_per_element=2 * a.conv_kernel))
     if o.dispatcher_copies:
         yield _k(layer, "kda.dispatcher_copy", TOKENS, _make(Copy, size_bytes=o.dispatcher_copy_bytes))
+    yield from _kda_sequence_items(layer, batch, d)
+    yield _k(layer, "kda.gated_norm", TOKENS,
+             _make(Elementwise, elements=t * width, inputs=2, ops_per_element=GATED_NORM_OPS))
+    yield from _output_projection(layer, "kda", t, width, d)
+
+
+def _kda_sequence_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
+    """KDA's recurrence per batch kind: decode, verify, chunked prefill."""
+    a, o = _section(d.model.kda, "kda"), d.options
+    h, k = a.heads // d.tp, a.head_dim
     if batch.decodes:
         yield _k(layer, "kda.decode", DECODES,
                  _make(KdaDecode, seqs=len(batch.decodes), heads=h, key_dim=k, value_dim=k,
@@ -316,9 +347,6 @@ def _kda_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
         yield _k(layer, "kda.prefill", PREFILLS,
                  _make(KdaPrefill, seqs=len(tokens), tokens=_mean(tokens), heads=h, key_dim=k,
                                                  value_dim=k, grouped_scan=o.kda_prefill_grouped_scan))
-    yield _k(layer, "kda.gated_norm", TOKENS,
-             _make(Elementwise, elements=t * width, inputs=2, ops_per_element=GATED_NORM_OPS))
-    yield from _output_projection(layer, "kda", t, width, d)
 
 
 def _gqa_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
@@ -335,6 +363,14 @@ def _gqa_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
         yield _k(layer, "gqa.q_norm", TOKENS, _make(RmsNorm, tokens=t * h, hidden=a.head_dim))
         yield _k(layer, "gqa.k_norm", TOKENS, _make(RmsNorm, tokens=t * kv, hidden=a.head_dim))
     yield from _rope_and_cache_write(layer, "gqa", t, (h + kv) * a.head_dim, 2 * kv * a.head_dim, d)
+    yield from _gqa_sequence_items(layer, batch, d)
+    yield from _output_projection(layer, "gqa", t, h * a.head_dim, d)
+
+
+def _gqa_sequence_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
+    """GQA's paged attention per batch kind (DCP-sharded history, a sliding window where the layer has one)."""
+    a = _section(d.model.gqa, "gqa")
+    h, kv = a.heads // d.tp, max(1, a.kv_heads // d.tp)
     positions = batch.verify_positions
     window = d.model.attention_window(layer)  # a sliding-window layer reads at most this much history
     for name, contexts, q_len in (("decode", batch.decodes, 1), ("verify", batch.verifies, positions)):
@@ -353,7 +389,6 @@ def _gqa_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
         yield _k(layer, "gqa.prefill_attention", PREFILL_HISTORY, AttentionPrefill(
             seqs=len(tokens), q_len=_mean(tokens), heads=h, kv_heads=kv, head_dim=a.head_dim,
             cached=_windowed(_mean(cached), window), **tiles.attention_tiles(d.gpu, head_dim=a.head_dim).fields))
-    yield from _output_projection(layer, "gqa", t, h * a.head_dim, d)
 
 
 def _windowed(history: int, window: int) -> int:

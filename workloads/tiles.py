@@ -479,8 +479,14 @@ def _split(cus: int, output_tiles: int, k: int) -> tuple[int, str]:
 
 
 def blas_gemm(gpu: GPU, m: int, n: int, k: int, dtype: Dtype = Dtype.BF16) -> Gemm:
-    """A GEMM as a BLAS would run it on `gpu` (`gemm_config`'s tiles, stages and split)."""
-    return Gemm(m=m, n=n, k=k, dtype=dtype, **gemm_config(gpu, m, n, k, dtype).fields)
+    """A GEMM as a BLAS would run it on `gpu` (`gemm_config`'s tiles, stages and split); one shared object per
+    shape and tile limits, as a step's layers repeat their projections."""
+    return _blas_gemm(_limits(gpu), int(m), int(n), int(k), Dtype(dtype))
+
+
+@lru_cache(maxsize=65536)
+def _blas_gemm(limits: _Limits, m: int, n: int, k: int, dtype: Dtype) -> Gemm:
+    return Gemm(m=m, n=n, k=k, dtype=dtype, **_gemm_shaped(limits, m, n, k, dtype, ()).fields)
 
 
 # ---- any kernel object --------------------------------------------------------------------------------

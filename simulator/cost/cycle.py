@@ -85,8 +85,8 @@ class CycleCost:
         if _SHARING.get():
             memos = _shared((deployment, fabric, calib, quickreduce, bucket_ratio, self.launches), eager)
         else:
-            memos = _Memos(StepParts(deployment, fabric, calib, quickreduce), {}, {},
-                           StepParts(eager[0], fabric, eager[1], quickreduce) if eager else None)
+            parts = StepParts(deployment, fabric, calib, quickreduce)
+            memos = _Memos(parts, {}, {}, StepParts(eager[0], fabric, eager[1], quickreduce, parts) if eager else None)
         self.parts, self._cycles, self._steps, self._eager_parts = (memos.parts, memos.cycles, memos.steps,
                                                                     memos.eager_parts)
 
@@ -177,8 +177,8 @@ def _shared(identity: tuple, eager: tuple[Deployment, Calibration] | None) -> _M
             _SHARED.append(_SHARED.pop(i))
             return memos
     fabric, quickreduce = identity[1], identity[3]
-    memos = _Memos(StepParts(*identity[:4]), {}, {},
-                   StepParts(eager[0], fabric, eager[1], quickreduce) if eager else None)
+    parts = StepParts(*identity[:4])
+    memos = _Memos(parts, {}, {}, StepParts(eager[0], fabric, eager[1], quickreduce, parts) if eager else None)
     _SHARED.append((identity, memos))
     del _SHARED[:-SHARED_DEPLOYMENTS]
     return memos

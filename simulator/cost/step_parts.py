@@ -14,10 +14,11 @@ by the sampled positions.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from hwmodels.calibration import Calibration
 from hwmodels.interconnect import Fabric
+from hwmodels.roofline import LaunchMode
 from simulator.cost.step_time import (
     PlacedLaunch,
     StepTime,
@@ -50,6 +51,8 @@ class Signature:
     layers: int
     first_layer: int
     items: Callable[[int, Batch, Deployment], Iterator[StepItem]]
+    # the items that depend on the sequences alone, in order (None: `items`, filtered by the part's tags)
+    sequence_items: Callable[[int, Batch, Deployment], Iterator[StepItem]] | None
     prefills: bool  # has items of the prefill chunks
     prefill_history: bool  # one of them reads the cached prefix
     decodes: bool  # has items of the decodes and verifies
@@ -61,19 +64,22 @@ def signatures(deployment: Deployment) -> tuple[Signature, ...]:
     m = deployment.model
     counts: dict[tuple, list] = {}
     for layer in range(1, m.layers + 1):
-        for key, maker in ((("input", layers.attnres_sources(layer, deployment)), layers.input_items),
-                           (("mixer", m.mixer(layer).value, m.attention_window(layer)), layers.mixer_items),
-                           (("ffn", m.is_moe_layer(layer)), layers.ffn_items)):
-            counts.setdefault(key, [0, layer, maker])[0] += 1
+        for key, maker, sequence_maker in (
+                (("input", layers.attnres_sources(layer, deployment)), layers.input_items, None),
+                (("mixer", m.mixer(layer).value, m.attention_window(layer)), layers.mixer_items,
+                 layers.mixer_sequence_items),
+                (("ffn", m.is_moe_layer(layer)), layers.ffn_items, None)):
+            counts.setdefault(key, [0, layer, maker, sequence_maker])[0] += 1
     found = []
-    for key, (count, first, maker) in counts.items():
+    for key, (count, first, maker, sequence_maker) in counts.items():
         try:
             tags = {item.depends for item in maker(first, PROBE, deployment)}
         except ValueError:  # the probe breaks an option's limits: key by everything (exact, less sharing)
             tags = set(Depends) - {Depends.SAMPLED}
         if Depends.SAMPLED in tags:
             raise ValueError(f"layer items of {key} depend on sampled positions, which only the LM head may")
-        found.append(Signature(key, count, first, maker, bool(tags & PREFILL_TAGS), Depends.PREFILL_HISTORY in tags,
+        found.append(Signature(key, count, first, maker, sequence_maker, bool(tags & PREFILL_TAGS),
+                               Depends.PREFILL_HISTORY in tags,
                                bool(tags & DECODE_TAGS), Depends.DECODE_HISTORY in tags))
     return tuple(found)
 
@@ -90,12 +96,21 @@ def token_stand_in(tokens: int, sampled: int) -> Batch:
 class StepParts:
     """Step times of one deployment, assembled from parts each timed once."""
 
-    def __init__(self, deployment: Deployment, fabric: Fabric, calib: Calibration, quickreduce: Codec | None = None):
+    def __init__(self, deployment: Deployment, fabric: Fabric, calib: Calibration, quickreduce: Codec | None = None,
+                 launched_apart: StepParts | None = None):
+        """`launched_apart`: the same deployment's parts in another launch mode (its deployment and calibration equal
+        these but for the launch mode and the launch costs). The two share each part's items and each kernel's busy
+        time, which no launch mode changes, and time their launches each in its own mode."""
         self.deployment, self.fabric, self.calib, self.quickreduce = deployment, fabric, calib, quickreduce
         self.overlap = deployment.options.overlap_collectives
         self.signatures = signatures(deployment)
         self._timed = TimedItems()
         self._parts: dict[tuple, StepTime] = {}
+        self._built: dict[tuple, tuple[Batch, tuple[StepItem, ...]]] = {}  # each part's batch and kept items
+        if launched_apart is not None:
+            if _launch_free(deployment, calib) != _launch_free(launched_apart.deployment, launched_apart.calib):
+                raise ValueError("parts are shared only between timings that differ in how kernels launch")
+            self._timed.busy, self._built = launched_apart._timed.busy, launched_apart._built
         self._token_sums: dict[tuple[int, int], tuple[float, float]] = {}  # by (tokens, sampled)
 
     def total_s(self, chunks: Chunks, decodes: tuple[int, ...], verifies: tuple[int, ...], drafts: int,
@@ -125,9 +140,11 @@ class StepParts:
         """The part of `key`; on a miss, `build` gives its batch and items, which must carry one of `tags`."""
         part = self._parts.get(key)
         if part is None:
-            batch, items = build()
-            kept = tuple(i for i in items if i.depends in tags)
-            part = self._parts[key] = time_plan(StepPlan(self.deployment, batch, kept), self.fabric, self.calib,
+            built = self._built.get(key)
+            if built is None:
+                batch, items = build()
+                built = self._built[key] = (batch, tuple(i for i in items if i.depends in tags))
+            part = self._parts[key] = time_plan(StepPlan(self.deployment, *built), self.fabric, self.calib,
                                                 self.quickreduce, self._timed)
         return part
 
@@ -170,9 +187,15 @@ class StepParts:
         return parts
 
 
+def _launch_free(deployment: Deployment, calib: Calibration) -> tuple[Deployment, Calibration]:
+    """The deployment and calibration with their launch mode and launch costs left out."""
+    return (replace(deployment, options=replace(deployment.options, launch=LaunchMode.GRAPH)),
+            replace(calib, launch_eager_s=None, launch_graph_node_s=None))
+
+
 def _items(signature: Signature, batch: Batch, d: Deployment) -> tuple[Batch, list[StepItem]]:
     """A sequence part's batch and its signature's items, checked against what the probe batch showed."""
-    items = list(signature.items(signature.first_layer, batch, d))
+    items = list((signature.sequence_items or signature.items)(signature.first_layer, batch, d))
     tags = {item.depends for item in items}
     if ((Depends.PREFILL_HISTORY in tags and not signature.prefill_history)
             or (Depends.DECODE_HISTORY in tags and not signature.decode_history)):

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from compiled.launch_time import launch_works
 from hwmodels.calibration import Calibration
 from hwmodels.interconnect import Fabric
-from hwmodels.roofline import kernel_time
+from hwmodels.roofline import kernel_busy, launch_overhead_s
 from simulator.cost.collective_policy import collective_time
 from simulator.cost.workgroup_des import dispatch_s
 from workloads.codecs import Codec
@@ -46,6 +46,9 @@ class TimedItems:
 
     kernels: dict[KernelKind, list[tuple[str, float]]] = field(default_factory=dict)
     collectives: dict[tuple, list[tuple[str, float]]] = field(default_factory=dict)  # by (op, payload, group)
+    # (family, busy seconds, launched through Triton's launcher) of each launch of a kernel (`kernel_busy`): the
+    # same in every launch mode, so the memos of one deployment's graph and eager timings may share it
+    busy: dict[KernelKind, list[tuple[str, float, bool]]] = field(default_factory=dict)
 
 
 def timed_items(plan: StepPlan, fabric: Fabric, calib: Calibration, quickreduce: Codec | None = None,
@@ -59,10 +62,14 @@ def timed_items(plan: StepPlan, fabric: Fabric, calib: Calibration, quickreduce:
         if item.kernel is not None:
             launched = timed.kernels.get(item.kernel)
             if launched is None:
-                launched = [(w.family.value if w.family else "other",
-                             kernel_time(w, d.gpu, calib, mode, dispatch_s).time_s)
-                            for w in launch_works(item.kernel, d.gpu)]
-                timed.kernels[item.kernel] = launched
+                busy = timed.busy.get(item.kernel)
+                if busy is None:
+                    busy = timed.busy[item.kernel] = [
+                        (w.family.value if w.family else "other", kernel_busy(w, d.gpu, calib, dispatch_s).time_s,
+                         w.triton_launch and w.workgroups > 0) for w in launch_works(item.kernel, d.gpu)]
+                # as `kernel_time` adds them: the busy time, then the launch in the deployment's mode
+                launched = timed.kernels[item.kernel] = [
+                    (family, busy_s + launch_overhead_s(d.gpu, calib, mode, triton)) for family, busy_s, triton in busy]
         else:
             c = item.collective
             key = (c.op, c.payload_bytes, c.group_size)  # the purpose does not time it

@@ -8,6 +8,7 @@ import pytest
 
 from hwmodels.calibration import load_calibration
 from hwmodels.interconnect import build_fabric
+from hwmodels.roofline import LaunchMode
 from hwmodels.spec import load_gpu, load_platform
 from simulator.cost.cycle import DRAFT_LAYERS, CycleCost, CycleShape, HostCopies, bucket
 from simulator.cost.step_parts import StepParts, signatures
@@ -150,3 +151,46 @@ def test_a_cycle_assembled_from_memoized_parts_is_the_same_float_as_timing_it_fr
     assembled = warm.cycle_s(mixed)
     assert len(warm.parts._parts) == parts_before  # every part was memoized already
     assert assembled == CycleCost(K3, K3_FABRIC, K3_CALIB, drafts=2).cycle_s(mixed)
+
+
+UNEVEN = Batch(prefills=(PrefillChunk(300, 40000),), decodes=(700, 700, 52000), verifies=(9000, 9000, 9000, 31000),
+               drafts=2)
+
+
+@pytest.mark.parametrize("model,gpu,tp,dcp", [
+    ("llama-3.1-70b", "h200", 8, 4), ("deepseek-v3", "h200", 8, 8), ("deepseek-v3", "mi355x", 8, 1),
+    ("kimi-k3", "mi355x", 8, 1), ("gpt-oss-120b", "h200", 8, 1),
+])
+@pytest.mark.parametrize("batch", [MIXED, SPEC, UNEVEN], ids=["mixed", "spec", "uneven"])
+def test_a_mixers_sequence_items_are_its_items_without_the_token_ones(model, gpu, tp, dcp, batch):
+    # sequence parts build only these; they must be exactly the items the full layer has for the sequences
+    from workloads.layers import mixer_items, mixer_sequence_items
+
+    d = Deployment(load_model(model), load_gpu(gpu), tp=tp, dcp=dcp)
+    for layer in {s.first_layer for s in signatures(d) if s.key[0] == "mixer"}:
+        full = [i for i in mixer_items(layer, batch, d) if i.depends not in (Depends.TOKENS, Depends.SAMPLED)]
+        assert full and list(mixer_sequence_items(layer, batch, d)) == full
+
+
+def test_graph_and_eager_timings_share_items_and_busy_times_and_each_equals_its_own_fresh_timing():
+    from simulator.cost.launch_policy import LaunchPolicy
+
+    policy = LaunchPolicy(graph_tokens=64, graph_decodes=64, eager_launch_host_s=29e-6)  # prefills run eagerly
+    shapes = [CycleShape(decodes=20, decode_context=20 * 9000, decode_context_max=40000),
+              CycleShape(1, 2000, 30000, decodes=20, decode_context=20 * 9000, decode_context_max=40000),
+              CycleShape(1, 2000, 30000)]
+    shared = CycleCost(K3, K3_FABRIC, K3_CALIB, drafts=2, launches=policy)
+    times = [shared.cycle_s(s) for s in shapes]
+    assert shared._eager_parts._built is shared.parts._built
+    assert shared._eager_parts._timed.busy is shared.parts._timed.busy
+    # the same shapes, each timed by a cost that has seen nothing else, give the same floats
+    assert times == [CycleCost(K3, K3_FABRIC, K3_CALIB, drafts=2, launches=policy).cycle_s(s) for s in shapes]
+    assert times[1] > times[0]  # the mixed step runs eagerly, at the engine's host cost per launch
+
+
+def test_parts_share_only_with_a_timing_that_differs_in_how_kernels_launch():
+    graph = StepParts(K3, K3_FABRIC, K3_CALIB)
+    with pytest.raises(ValueError, match="launch"):
+        StepParts(replace(K3, options=KernelOptions(mla_num_splits=4)), K3_FABRIC, K3_CALIB, launched_apart=graph)
+    eager = replace(K3, options=replace(K3.options, launch=LaunchMode.EAGER))
+    StepParts(eager, K3_FABRIC, replace(K3_CALIB, launch_eager_s=29e-6), launched_apart=graph)
