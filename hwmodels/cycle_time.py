@@ -81,7 +81,8 @@ def moved(program: Program, gpu: GPU) -> Program:
 def from_l2(program: Program, gpu: GPU, curve: MemoryCurve, hbm_bytes_per_s: float,
             ) -> tuple[Program, MemoryCurve, float]:
     """The program, curve and bandwidth its loads see: a program whose input sits in L2 (`Program.in_l2`) waits
-    L2's latency for its loads and for the memory round trips of its chains, at L2's bandwidth."""
+    L2's latency for its loads and for the memory round trips of its chains, at L2's bandwidth. The program
+    returned has those chains and no fresh input left to place, so a second pass changes nothing."""
     if not program.in_l2(gpu):
         return program, curve, hbm_bytes_per_s
 
@@ -89,7 +90,7 @@ def from_l2(program: Program, gpu: GPU, curve: MemoryCurve, hbm_bytes_per_s: flo
         return at_l2 if at_l2 is not None else replace(chain, l2=chain.l2 + chain.dram, dram=0.0)
 
     return (replace(program, trip_chain=hit(program.trip_chain, program.l2_trip_chain),
-                    setup_chain=hit(program.setup_chain, program.l2_setup_chain)),
+                    setup_chain=hit(program.setup_chain, program.l2_setup_chain), fresh_input_bytes=0.0),
             replace(curve, latency_s=gpu.l2_latency_s), gpu.l2_bandwidth_bytes_per_s)
 
 
@@ -212,14 +213,16 @@ def grid_s(program: Program, gpu: GPU, residency: Residency, curve: MemoryCurve,
     resident = min(residency.resident_per_cu, -(-len(program.trip_counts) // gpu.compute_units))
     streaming = min(gpu.compute_units, len(program.trip_counts))
     warps = residency.warps_per_workgroup
-    uniform = replace(program, trip_counts=())
+    # placed once (`moved`, `from_l2`: each a no-op on what it returns) for the setup and the trips below
+    uniform, curve, hbm_bytes_per_s = from_l2(moved(replace(program, trip_counts=()), gpu), gpu, curve,
+                                              hbm_bytes_per_s)
     # a workgroup's setup, then its trips: pipelined, each as `trip_s` (what `workgroup_s` adds per trip);
     # unpipelined, at the drifted steady state of its residents
     setup = workgroup_s(replace(uniform, trips=0), gpu, resident, warps, streaming, curve, hbm_bytes_per_s)
     per_trip = (steady_trip_s if _drifts(program) else trip_s)(uniform, gpu, resident, warps, streaming, curve,
                                                                hbm_bytes_per_s)
     per_trips = {trips: setup + trips * per_trip if trips > 0 else setup for trips in set(program.trip_counts)}
-    durations = [per_trips[trips] for trips in program.trip_counts]
+    durations = list(map(per_trips.__getitem__, program.trip_counts))
     return max(handed_s, burst + (dispatch or bound_dispatch_s)(durations, slots))
 
 

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from functools import lru_cache
 from typing import ClassVar
 
 from hwmodels.dtypes import Dtype
@@ -14,12 +15,6 @@ from workloads.kernel_base import KernelKind, cdiv, check_ints, coerce
 MMA_K = 16  # reduction depth of one bf16 matrix instruction (mma.sync m16n8k16), for instruction counts
 # Softmax FP32 FLOP per query-key pair: running max, subtract, exp, sum, and the final 1/sum scale.
 _SOFTMAX_FLOP_PER_PAIR = 5
-
-
-
-
-
-
 
 
 @dataclass(frozen=True)
@@ -196,7 +191,7 @@ class MlaDecode(KernelKind):
                 workgroups=s * head_groups,
                 threads_per_workgroup=self.threads,
                 family=Family.MLA_DECODE,
-                program=replace(self._merge_program(), fresh_input_bytes=partial_bytes),
+                program=self._merge_program(partial_bytes),
             ))
         return tuple(launches)
 
@@ -227,37 +222,53 @@ class MlaDecode(KernelKind):
     def _merge_trips(self) -> tuple[int, ...]:
         groups = cdiv(self.padded_heads, self.heads_per_workgroup)
         per_context = {c: (cdiv(c, self._split_rows(c)),) * groups for c in set(self.contexts)}
-        return tuple(t for c in self.contexts for t in per_context[c])
+        out: list[int] = []
+        for c in self.contexts:
+            out.extend(per_context[c])
+        return tuple(out)
 
     def _split_program(self, width: int) -> Program:
-        """One (sequence, head block, split) workgroup: block_n latent rows per trip, two stages deep.
-
-        Per trip: the score tile's accumulator chain over the 576-wide row and the output's over block_n
-        rows; the row max and the row sum, each a reduction over block_n columns that the warps split
-        (a cross-warp reduction each); two exponentials; P moved from the accumulator to the operand layout
-        through LDS; and the LDS barrier that hands over the next pipeline stage.
-        """
-        bn, warps = self.block_n, max(1, self.threads // 32)
-        narrow = self.kv_dtype.bits <= 8
-        chain = (Chain(mma=mma_steps(width, narrow) + mma_steps(bn, narrow), sfu=2, alu=3, lds=2)
-                 + 2 * reduction_chain(bn, warps, 32))
-        hpw = self.heads_per_workgroup
-        # instructions per warp: its share of the matrix instructions (16x8x16 each) with one operand load
-        # apiece, ~12 per score (scale, mask, max, exp, sum, convert) and one rescale per output value
-        mmas = hpw * bn * (width + self.kv_lora) / (16 * 8 * MMA_K) / warps
-        per_thread = (hpw * bn * 12 + hpw * self.kv_lora) / self.threads
+        """One (sequence, head block, split) workgroup: block_n latent rows per trip, two stages deep (the trip's
+        work: `_split_trip`)."""
+        chain, instructions, load_bytes = _split_trip(self.block_n, self.threads, self.kv_dtype,
+                                                      self.heads_per_workgroup, self.kv_lora, width)
         trips = self._split_trips() if self.contexts else ()
-        return Program(trips=max(trips, default=cdiv(self.split_rows, bn)),
-                       trip_load_bytes=self.kv_dtype.storage_bytes(bn * width),
-                       trip_instructions=2 * mmas + per_thread, trip_chain=chain, prefetch=1,
-                       setup_chain=Chain(dram=1, sfu=1), trip_counts=trips)
+        return Program(trips=max(trips, default=cdiv(self.split_rows, self.block_n)), trip_load_bytes=load_bytes,
+                       trip_instructions=instructions, trip_chain=chain, prefetch=1,
+                       setup_chain=_SPLIT_SETUP_CHAIN, trip_counts=trips)
 
-    def _merge_program(self) -> Program:
+    def _merge_program(self, partial_bytes: float) -> Program:
         """One (sequence, head block): a trip per split that held rows, each waiting for that split's partial (the
-        partials of the block's heads that exist: a block wider than the padded heads holds no more)."""
+        partials of the block's heads that exist: a block wider than the padded heads holds no more), which the
+        split launch just wrote (`partial_bytes` in all)."""
         trips = self._merge_trips() if self.contexts else ()
         part = min(self.heads_per_workgroup, self.padded_heads) * (self.kv_lora + 1) * 4
         return Program(trips=max(trips, default=cdiv(self.context, self.split_rows)), trip_load_bytes=part,
-                       trip_chain=Chain(sfu=2, alu=3), trip_instructions=3 * part / 4 / self.threads,
-                       setup_chain=NO_CHAIN, trip_counts=trips)
+                       trip_chain=_MERGE_TRIP_CHAIN, trip_instructions=3 * part / 4 / self.threads,
+                       setup_chain=NO_CHAIN, trip_counts=trips, fresh_input_bytes=partial_bytes)
+
+
+_SPLIT_SETUP_CHAIN = Chain(dram=1, sfu=1)
+_MERGE_TRIP_CHAIN = Chain(sfu=2, alu=3)
+
+
+@lru_cache(maxsize=256)
+def _split_trip(bn: int, threads: int, kv_dtype: Dtype, hpw: int, kv_lora: int, width: int
+                ) -> tuple[Chain, float, int | float]:
+    """One split-KV trip of block_n latent rows: (its chain, instructions per warp, bytes loaded).
+
+    The chain: the score tile's accumulator chain over the 576-wide row and the output's over block_n rows; the row
+    max and the row sum, each a reduction over block_n columns that the warps split (a cross-warp reduction each);
+    two exponentials; P moved from the accumulator to the operand layout through LDS; and the LDS barrier that
+    hands over the next pipeline stage. Instructions per warp: its share of the matrix instructions (16x8x16
+    each) with one operand load apiece, ~12 per score (scale, mask, max, exp, sum, convert) and one rescale per
+    output value.
+    """
+    warps = max(1, threads // 32)
+    narrow = kv_dtype.bits <= 8
+    chain = (Chain(mma=mma_steps(width, narrow) + mma_steps(bn, narrow), sfu=2, alu=3, lds=2)
+             + 2 * reduction_chain(bn, warps, 32))
+    mmas = hpw * bn * (width + kv_lora) / (16 * 8 * MMA_K) / warps
+    per_thread = (hpw * bn * 12 + hpw * kv_lora) / threads
+    return chain, 2 * mmas + per_thread, kv_dtype.storage_bytes(bn * width)
 

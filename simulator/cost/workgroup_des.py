@@ -26,7 +26,7 @@ def dispatch_s(durations: Sequence[float], slots: int) -> float:
         return 0.0
     if len(durations) <= slots:  # one partial wave: every workgroup starts at once
         return max(durations)
-    free = [float(d) for d in durations[:slots]]  # the first wave starts at 0 and frees its slots at these times
+    free = list(durations[:slots])  # the first wave starts at 0 and frees its slots at these times
     heapq.heapify(free)
     last = max(free)
     for duration in durations[slots:]:
