@@ -145,8 +145,10 @@ class SpecDecode:
     def __post_init__(self) -> None:
         if len(self.acceptance_rates) > MAX_DRAFTS:
             raise FieldError("acceptance_rates", f"{len(self.acceptance_rates)} rates (valid: at most {MAX_DRAFTS})")
-        if self.drafts and self.mean_tokens_per_cycle:
-            _within(self, "mean_tokens_per_cycle", 1.0, self.drafts + 1)
+        if self.drafts and self.mean_tokens_per_cycle and not 1.0 <= self.mean_tokens_per_cycle <= self.drafts + 1:
+            raise FieldError("mean_tokens_per_cycle", f"must lie in [1.0, {self.drafts + 1}] at {self.drafts} drafts, "
+                             f"got {self.mean_tokens_per_cycle} (a mean holds for one draft count: to vary "
+                             "drafts, give acceptance_rates or acceptance_alpha and set mean_tokens_per_cycle to 0)")
 
 
 @dataclass(frozen=True)

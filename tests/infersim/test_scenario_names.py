@@ -51,3 +51,18 @@ def test_an_unknown_name_lists_the_built_in_ones(capsys):
     # a path that is not there keeps the file's own error
     assert main(["run", "missing/dcp8.yaml", *QUICK]) == 2
     assert "missing/dcp8.yaml" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name", ["default", "bench-agentic-1h", "kimi-k3-mi355x", "kimi-k3-b300"])
+def test_every_built_in_scenario_takes_any_draft_depth(name):
+    # acceptance per position is the built-ins' default, so a draft-depth sweep is valid on each
+    from simulator.simulate import acceptance_of
+
+    path = scenario_path(name)
+    assert load_scenario(path).spec_decode.mean_tokens_per_cycle == 0
+    means = []
+    for drafts in range(8):
+        acceptance = acceptance_of(load_scenario(path, sets=[f"spec_decode.drafts={drafts}"]))
+        means.append(1.0 if acceptance is None else acceptance.expected_tokens_per_cycle)
+    assert means[2] == pytest.approx(2.51, abs=1e-4)  # the recipe's tokens per cycle at two drafts
+    assert means == sorted(means) and means[0] == 1.0  # a deeper draft never commits fewer tokens
