@@ -418,8 +418,8 @@ def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
 
     seeds = count_flag("--seeds", args.seeds, 1)  # checked before anything runs
     jobs = None if args.jobs is None else count_flag("--jobs", args.jobs, 1)
-    if seeds > 1 and args.output_format == "vllm":
-        raise UserError("--format vllm is one run's result: leave out --seeds, or use --json")
+    if seeds > 1 and (args.output_format == "vllm" or args.vllm_save_result):
+        raise UserError("--format vllm and --save-result are one run's result: leave out --seeds, or use --json")
     if args.force and args.out is None:
         raise UserError("--force lets --out replace a folder: give --out DIR too")
     if args.out is not None:
@@ -433,12 +433,16 @@ def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
                             "path outside it")
     if args.json and args.output_format == "vllm":
         raise UserError("--json prints infersim's summary and --format vllm the vllm bench serve result: give one")
+    if args.vllm_save_result and args.out is None:
+        raise UserError("--save-result writes vllm_result.json in the run's folder: give --out DIR too")
     aliases = vars(args)
+    result_options = vllm_bench.result_options(aliases)  # checked before anything runs
     scenario = load_scenario(args.scenario, args.overlay, vllm_bench.alias_sets(aliases, args.sets))
     vllm_bench.check_aliases(scenario, aliases)
     result, replicate_files = ((run_with_progress(scenario), {}) if seeds == 1
                                else run_replicates(scenario, seeds, jobs))
-    vllm = vllm_bench.vllm_result(result) if args.output_format == "vllm" else None
+    vllm = (vllm_bench.vllm_result(result, result_options)
+            if args.output_format == "vllm" or args.vllm_save_result else None)
     if args.out is not None:
         from infersim.outputs import write_outputs
 
@@ -458,7 +462,8 @@ def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         from infersim.replicates import replicates_layout
 
         return replicates_layout(result.summary), f"infersim run: {scenario.name}, {seeds} seeds"
-    return (result.summary if vllm is None else vllm), f"infersim run: {scenario.name}"
+    printed = vllm if args.output_format == "vllm" else result.summary
+    return printed, f"infersim run: {scenario.name}"
 
 
 def _collective(args: argparse.Namespace) -> tuple[dict[str, Any], str]:

@@ -41,6 +41,7 @@ def _vllm_unit(key: str) -> str:
         "output_throughput": "tokens/s", "total_token_throughput": "tokens/s",  # tokens / dur_s
         "max_output_tokens_per_s": "tokens/s",  # most tokens in one 1-second bucket
         "burstiness": "gamma shape",  # np.random.gamma(shape=burstiness, ...)
+        "rtfx": "audio s/s",  # calculate_metrics: audio seconds over dur_s
     }[key]
 
 
@@ -67,12 +68,16 @@ def test_every_key_is_a_save_result_key_with_the_same_unit(vllm_run):
     assert sorted(p.name for p in out.iterdir()) == [".infersim", "report.html",
                                                      "requests.csv", "scenario.yaml", "steps.csv",
                                                      "summary.json", "vllm_result.json"]
-    assert set(printed) <= set(SAMPLE)
+    assert list(printed) == list(SAMPLE)  # every key of the result file, in its order
     numeric = [k for k, v in printed.items() if isinstance(v, int | float) and not isinstance(v, bool)]
     assert len(numeric) >= 50
     for key in numeric:
         assert isinstance(SAMPLE[key], int | float), key
-        assert vllm_bench.UNITS[key] == _vllm_unit(key), key
+        assert vllm_bench.unit_of(key) == _vllm_unit(key), key
+    for key, value in printed.items():
+        assert value is not None or key in vllm_bench.NULL_REASONS or key == "label", key
+    assert len(printed["latencies"]) == len(printed["queue_times"]) == printed["completed"] == 60
+    assert np.mean(printed["latencies"]) * 1e3 == pytest.approx(printed["mean_e2el_ms"])
     # the keys a capped run at a finite rate writes: every statistic of every metric
     for metric in vllm_bench.METRICS:
         for stat in ("mean", "median", "std", "p50", "p90", "p99"):
@@ -179,6 +184,11 @@ def test_the_help_lists_the_flags_in_their_own_group(capsys):
     (["--burstiness", "0"], "--burstiness 0: workload.burstiness: 0 is out of range (valid: 1e-06..1000000"),
     (["--burstiness", ".inf"], "--burstiness .inf: workload.burstiness: expected a finite number, got inf"),
     (["--json", "--format", "vllm"], "--json prints infersim's summary and --format vllm"),
+    (["--dataset-name", "sharegpt"], "--dataset-name sharegpt: infersim simulates vllm bench serve's random dataset"),
+    (["--input-len", "64", "--random-input-len", "64"], "--input-len and --random-input-len both set the same length"),
+    (["--percentile-metrics", "ttft,goodput"], "--percentile-metrics ttft,goodput: unknown metric goodput (valid:"),
+    (["--metric-percentiles", "50,120"], "--metric-percentiles 50,120: each percentile must lie in (0, 100]"),
+    (["--metric-percentiles", "p99"], "--metric-percentiles p99: expected comma-separated numbers"),
 ])
 def test_conflicts_and_bad_values_are_one_line_errors(capsys, tmp_path, argv, message):
     assert main(["run", *QUICK, *argv, "--out", str(tmp_path / "out")]) == 2
@@ -199,4 +209,33 @@ def test_max_concurrency_and_seed_apply_to_any_workload(capsys):
                  "--seed", "4", "--format", "vllm"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["max_concurrency"] == 2 and printed["max_concurrent_requests"] <= 2
-    assert "request_rate" not in printed and "num_prompts" not in printed  # an agentic rate counts sessions
+    assert printed["request_rate"] is None and printed["num_prompts"] is None  # an agentic rate counts sessions
+    assert printed["label"] == "default" and printed["model_id"] == "kimi-k3"
+
+
+def test_a_drafting_run_writes_vllms_spec_decode_keys(capsys):
+    assert main(["run", "--set", "workload.sessions=3", "--set", "workload.turns_mean=2", "--format", "vllm",
+                 "--label", "k3-mtp"]) == 0
+    printed = json.loads(capsys.readouterr().out)
+    assert printed["label"] == "k3-mtp"
+    assert printed["spec_decode_num_drafts"] > 0
+    assert printed["spec_decode_draft_tokens"] == 2 * printed["spec_decode_num_drafts"]  # the default's two drafts
+    # realized by the run's keyed draws: near the configured 2.51 tokens a cycle
+    assert printed["spec_decode_acceptance_length"] == pytest.approx(2.51, abs=0.15)
+    assert printed["spec_decode_acceptance_rate"] == pytest.approx(
+        (printed["spec_decode_acceptance_length"] - 1) / 2 * 100)
+    assert printed["spec_decode_per_position_acceptance_rates"] == pytest.approx([0.82665, 0.82665**2])
+
+
+def test_result_flags_choose_the_metrics_and_percentiles_and_save_result_writes_the_file(tmp_path, capsys):
+    out = tmp_path / "out"
+    assert main(["run", *QUICK[:-2], "--dataset-name", "random", "--num-prompts", "12", "--input-len", "256",
+                 "--output-len", "16", "--request-rate", "inf", "--percentile-metrics", "ttft,e2el",
+                 "--metric-percentiles", "50,99.9", "--save-result", "--out", str(out), "--json"]) == 0
+    summary = json.loads(capsys.readouterr().out)
+    assert "requests_completed" in summary  # --json still prints infersim's summary
+    saved = json.loads((out / "vllm_result.json").read_text())
+    stats = [k for k in saved if k.endswith("_ms")]
+    assert stats == ["mean_ttft_ms", "median_ttft_ms", "std_ttft_ms", "p50_ttft_ms", "p99.9_ttft_ms",
+                     "mean_e2el_ms", "median_e2el_ms", "std_e2el_ms", "p50_e2el_ms", "p99.9_e2el_ms"]
+    assert saved["num_prompts"] == 12 and saved["total_input_tokens"] == 12 * 256 and saved["request_rate"] == "inf"
