@@ -26,6 +26,7 @@ from simulator.scenario import GPUS, Cache, Parallel, Serving, SpecDecode
 GROUP = Range(2, 1024, GPUS)
 SHARE = Range(0.0, 1.0, "a share of the traces")
 INTERACTIVITY = Range(0.0, 1e9, "assumption: no one reads more than 1e9 tokens a second")
+TARGET_PCT_BOUNDS = Range(0.01, 100.0, "a half-width in percent of the baseline (assumption: none finer is reachable)")
 
 EXIT_INTERNAL_ERROR = 1
 EXIT_USER_ERROR = 2
@@ -103,8 +104,18 @@ def _parser() -> argparse.ArgumentParser:
     swp.add_argument("--out", required=True, metavar="DIR",
                      help="write sweep.parquet, sweep.csv, sweep.html and scenario.yaml here; the same DIR again "
                           "resumes (runs only the points and seeds it lacks)")
-    swp.add_argument("--seeds", type=whole_type(SEEDS), default=1, metavar="N",
-                     help="run each point with workload.seed + 0..N-1 (default 1)")
+    swp.add_argument("--seeds", default="auto", metavar="N|auto",
+                     help="run each point with workload.seed + 0..N-1; auto (the default): 2 seeds, then one more "
+                          "round by round for the points whose paired delta against their baseline point is wider "
+                          "than --target-pct, up to --max-seeds")
+    swp.add_argument("--baseline", default=None, metavar="KEY=VALUE",
+                     help="the grid value every point is compared with, seed by seed (default: the last grid key "
+                          "at its first value, e.g. parallel.dcp=1)")
+    swp.add_argument("--target-pct", type=real_type(TARGET_PCT_BOUNDS), default=3.0, metavar="PCT",
+                     help="with --seeds auto: the 95 %% half-width of a paired delta to reach, in %% of its "
+                          "baseline (default 3)")
+    swp.add_argument("--max-seeds", type=whole_type(SEEDS), default=10, metavar="N",
+                     help="with --seeds auto: the most seeds a point runs (default 10)")
     swp.add_argument("--jobs", type=whole_type(JOBS), default=None, metavar="J",
                      help="worker processes (default: the CPUs this process may use)")
     swp.add_argument("--executor", choices=["process", "dask"], default="process",

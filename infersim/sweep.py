@@ -31,7 +31,7 @@ import yaml
 
 from hwmodels.input_files import read_regular
 from hwmodels.specfile import YAML_MAX_BYTES, shown
-from infersim import sweep_table
+from infersim import sweep_deltas, sweep_table
 from infersim.sweep_grid import Axis, parse_grid, points
 from infersim.sweep_worker import Task, error_text
 from infersim.worker_pool import MAX_JOBS
@@ -50,6 +50,10 @@ from simulator.scenario import (
 from simulator.simulate import check_scenario
 
 DEFAULT_BASE = "default"  # the word that names the built-in default scenario, as for `infersim compare`
+AUTO = "auto"  # --seeds auto (the default): seeds added until the paired deltas settle
+START_SEEDS = 2  # an adaptive sweep's first round: the fewest seeds that give an interval
+MAX_AUTO_SEEDS = 10  # --max-seeds default (assumption: 10 runs a point keep a 32-point sweep within minutes)
+TARGET_PCT = 3.0  # --target-pct default: a paired delta's 95 % half-width, in % of its baseline
 EXTRA = "pip install 'infersim[sweep]'"
 FLUSH_S = 5.0  # the table is rewritten this often while points finish (and at the end)
 DASK_CONNECT_S = 10  # how long to try reaching --scheduler
@@ -76,19 +80,39 @@ def sweep_command(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     sets = list(args.sets)
     if args.cost_model is not None:
         sets.append(f"cost.model={args.cost_model}")
-    result = run_sweep(args.scenario, args.grid, args.out, overlays=args.overlay, sets=sets, seeds=args.seeds,
+    seeds = None if str(args.seeds).strip().lower() == AUTO else _seed_count(args.seeds)
+    result = run_sweep(args.scenario, args.grid, args.out, overlays=args.overlay, sets=sets, seeds=seeds,
                        jobs=args.jobs, executor=args.executor, scheduler=args.scheduler,
-                       calibration=args.calibration, at_interactivity=args.at_interactivity)
+                       calibration=args.calibration, at_interactivity=args.at_interactivity,
+                       baseline=args.baseline, target_pct=args.target_pct, max_seeds=args.max_seeds)
     title = f"infersim sweep: {result['points']} points x {result['seeds']} seed(s) on {args.scenario}"
     return (result if args.json else table_layout(result)), title
 
 
+def _seed_count(text: Any) -> int:
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise SweepError(f"--seeds {text}: expected a whole number or {AUTO}") from None
+
+
 def run_sweep(base: str, grid: Sequence[str], out: str | Path, *, overlays: Sequence[str | Path] = (),
-              sets: Sequence[str] = (), seeds: int = 1, jobs: int | None = None, executor: str = "process",
+              sets: Sequence[str] = (), seeds: int | None = 1, jobs: int | None = None, executor: str = "process",
               scheduler: str | None = None, calibration: str | Path | None = None,
-              at_interactivity: float | None = None) -> dict[str, Any]:
-    """Run what the folder `out` lacks of the grid, write the table and the page, and report."""
+              at_interactivity: float | None = None, baseline: str | None = None,
+              target_pct: float = TARGET_PCT, max_seeds: int = MAX_AUTO_SEEDS) -> dict[str, Any]:
+    """Run what the folder `out` lacks of the grid, write the table and the page, and report.
+
+    `seeds` None: seeds are added round by round (from `START_SEEDS`) to the points whose paired delta against
+    their baseline point (`infersim.sweep_deltas`) has a 95 % half-width above `target_pct` % of the baseline, and
+    to those baseline points, until none has or `max_seeds` is reached."""
     started = time.monotonic()
+    adaptive = seeds is None
+    if adaptive and not START_SEEDS <= max_seeds <= MAX_REPLICATES:
+        raise SweepError(f"--max-seeds must lie in {START_SEEDS}..{MAX_REPLICATES}, got {shown(max_seeds)}")
+    if not (math.isfinite(target_pct) and target_pct > 0):
+        raise SweepError(f"--target-pct must be a finite, positive percentage, got {target_pct}")
+    seeds = START_SEEDS if adaptive else seeds
     _check_flags(seeds, jobs, executor, scheduler, at_interactivity)
     _check_installed(executor)
     axes = parse_grid(grid, seeds)
@@ -105,29 +129,83 @@ def run_sweep(base: str, grid: Sequence[str], out: str | Path, *, overlays: Sequ
     planned = plan(base_raw, axes)
     _check_calibration(calibration, planned)
     digest = base_hash(base_scenario, calibration)
-    work = schedule(planned, [axis.key for axis in axes], _existing_rows(folder, base_scenario, digest),
-                    to_mapping(base_scenario), replicate_seeds(base_scenario, seeds), digest, calibration)
-
+    keys = [axis.key for axis in axes]
+    work = schedule(planned, keys, _existing_rows(folder, base_scenario, digest), to_mapping(base_scenario),
+                    replicate_seeds(base_scenario, seeds), digest, calibration)
+    chosen = _baseline(baseline, work)
+    title = f"infersim sweep of {base_scenario.name}: {' x '.join(axis.key for axis in axes)}"
+    finished: list[dict[str, Any]] = []
+    ran = 0
+    reused = len(work.kept)
     with contextlib.ExitStack() as stack:  # a Dask client and cluster, closed however the sweep ends
-        results = _start(work.tasks, executor, jobs, scheduler, stack)
-        claim_sweep_folder(folder, FILES)
-        _write_base(folder / SCENARIO_FILE, base_scenario)
-        title = f"infersim sweep of {base_scenario.name}: {' x '.join(axis.key for axis in axes)}"
-        output = _Output(folder, work, title, seeds, at_interactivity)
-        _collect(results, output, digest, "points" if seeds == 1 else "runs")
+        claimed = False
+        while True:
+            results = _start(work.tasks, executor, jobs, scheduler, stack)
+            if not claimed:
+                claim_sweep_folder(folder, FILES)
+                _write_base(folder / SCENARIO_FILE, base_scenario)
+                claimed = True
+            output = _Output(folder, work, title, seeds, at_interactivity, chosen, adaptive)
+            _collect(results, output, digest, "points" if seeds == 1 else "runs")
+            finished += output.finished
+            ran += len(work.tasks)
+            records = _deltas(output, chosen)
+            unsettled = sweep_deltas.unsettled(records, target_pct) if adaptive else set()
+            if not unsettled or seeds >= max_seeds:
+                break
+            seeds += 1  # one more seed for the points whose deltas are still wide, and their baselines
+            work = schedule(planned, keys, _existing_rows(folder, base_scenario, digest), to_mapping(base_scenario),
+                            replicate_seeds(base_scenario, seeds), digest, calibration)
+            work.tasks[:] = [task for task in work.tasks if task.point in unsettled]
+        output.seeds = seeds
         written, table, stats = output.write(final=True)
-    finished = output.finished
     written += [folder / SCENARIO_FILE, folder / sweep_table.JOURNAL]
     print(f"infersim: wrote {', '.join(str(p) for p in written)}", file=sys.stderr)
+    seeds_run = _seeds_per_point(table)
     result = {"out": str(folder), "files": [str(p) for p in written], "points": len(planned), "seeds": seeds,
-              "runs": len(planned) * seeds, "ran": len(work.tasks), "reused": len(work.kept),
+              "seeds_per_point": seeds_run,
+              "runs": sum(int(s) * n for s, n in seeds_run.items()) if adaptive else len(planned) * seeds, "ran": ran, "reused": reused,
               "skipped": len(work.skipped), "errors": sum(row["status"] == "error" for row in finished),
               "rows": len(table),
               "executor": f"dask at {scheduler}" if scheduler else f"{executor} ({jobs or default_jobs()} jobs)",
               "wall_s": time.monotonic() - started,
               "run_mean_wall_s": (sum(row["wall_s"] for row in finished) / len(finished)) if finished else None}
     result["runs_per_s"] = len(finished) / result["wall_s"] if finished else None
+    if chosen is not None:
+        records = _deltas(output, chosen)
+        wide = sweep_deltas.unsettled(records, target_pct)
+        result["baseline"] = chosen.label
+        result["target_pct"] = target_pct
+        result["seeds_rule"] = (("adaptive: every delta's 95 % half-width within the target" if not wide else
+                                 f"adaptive: the seed cap ({max_seeds}) reached with {len(wide)} points' deltas "
+                                 "wider than the target") if adaptive else f"fixed: {seeds} seed(s)")
+        result["deltas"] = [{**r["grid"], "point": r["point"], "baseline_point": r["baseline_point"],
+                             "seeds": r["seeds"], "delta_pct": r["delta_pct"], "half_width_pct": r["half_width_pct"],
+                             "verdict": r["verdict"]} for r in records]
     return {**result, **_frontier_report(stats, at_interactivity), **_first_error(finished)}
+
+
+def _baseline(text: str | None, work: Schedule) -> sweep_deltas.Baseline | None:
+    try:
+        if text is not None:
+            return sweep_deltas.parse_baseline(text, work.grid_keys, work.grids)
+    except ValueError as err:
+        raise SweepError(str(err)) from None
+    return sweep_deltas.default_baseline(work.grid_keys, work.grids)
+
+
+def _deltas(output: _Output, baseline: sweep_deltas.Baseline | None) -> list[dict[str, Any]]:
+    if baseline is None:
+        return []
+    return sweep_deltas.paired(output.ok_rows(), output.work.grid_keys, baseline)
+
+
+def _seeds_per_point(table: Any) -> dict[str, int]:
+    """How many points ran how many seeds ({"2": 20, "10": 12}): what an adaptive sweep settled on."""
+    if not len(table):
+        return {}
+    counts = table[table["status"] == "ok"].groupby("point").size().value_counts().sort_index()
+    return {str(int(seeds)): int(points) for seeds, points in counts.items()}
 
 
 @dataclass(frozen=True)
@@ -187,7 +265,13 @@ class _Output:
     title: str
     seeds: int
     at_interactivity: float | None
+    baseline: sweep_deltas.Baseline | None = None
+    adaptive: bool = False
     finished: list[dict[str, Any]] = field(default_factory=list)
+
+    def ok_rows(self) -> list[dict[str, Any]]:
+        """This grid's rows that ran: kept from the folder and finished now."""
+        return [row for row in [*self.work.kept, *self.finished] if row["status"] == "ok"]
 
     def write(self, final: bool) -> tuple[list[Path], Any, list[dict[str, Any]]]:
         """sweep.parquet and sweep.csv (and at the end sweep.html): (files, table, per-point stats)."""
@@ -200,8 +284,10 @@ class _Output:
             from infersim import sweep_page
 
             stats = sweep_page.point_stats(table, work.grid_keys)
-            title = _page_title(self.title, len(stats), self.seeds)
-            figure = sweep_page.sweep_figure(stats, work.grid_keys, title, self.at_interactivity)
+            title = _page_title(self.title, len(stats), self.seeds, self.adaptive)
+            deltas = _deltas(self, self.baseline)
+            figure = sweep_page.sweep_figure(stats, work.grid_keys, title, self.at_interactivity,
+                                             (deltas, self.baseline) if deltas else None)
             written.append(sweep_page.write_page(figure, self.folder / PAGE))
         return written, table, stats
 
@@ -446,8 +532,9 @@ def _dask_results(tasks: Sequence[Task], client: Any) -> Iterator[dict[str, Any]
         client.cancel(futures)
 
 
-def _page_title(title: str, ran: int, seeds: int) -> str:
-    seeds_text = f", mean and 95 % interval of {seeds} seeds" if seeds > 1 else ""
+def _page_title(title: str, ran: int, seeds: int, adaptive: bool = False) -> str:
+    seeds_text = (f", mean and 95 % interval of {START_SEEDS}-{seeds} seeds (added where a paired delta was wide)"
+                  if adaptive else f", mean and 95 % interval of {seeds} seeds" if seeds > 1 else "")
     return (f"{title}<br><sup>{ran} points ran{seeds_text}; P90 interactivity = 1 / P90 TPOT of the run summary; "
             "frontier: no other point is both more interactive and higher</sup>")
 

@@ -67,13 +67,23 @@ def reading(stats: Sequence[Mapping[str, Any]], metric: str, at: float) -> dict[
 
 
 def sweep_figure(stats: Sequence[Mapping[str, Any]], grid_keys: Sequence[str], title: str,
-                 at: float | None = None) -> Any:
-    """Two panels against P90 interactivity: throughput per GPU and tokens per dollar, points and frontier."""
+                 at: float | None = None, deltas: tuple[Sequence[Mapping[str, Any]], Any] | None = None) -> Any:
+    """Two panels against P90 interactivity: throughput per GPU and tokens per dollar, points and frontier; with
+    `deltas` ((records, baseline) of `infersim.sweep_deltas`), below them each point's paired delta against its
+    baseline point, whether it beats it, loses to it or cannot be told apart."""
     from plotly.colors import qualitative
     from plotly.subplots import make_subplots
 
-    figure = make_subplots(rows=1, cols=2, subplot_titles=[f"{name} against P90 interactivity"
-                                                           for _, _, name in PANELS])
+    titles = [f"{name} against P90 interactivity" for _, _, name in PANELS]
+    if deltas is None:
+        figure = make_subplots(rows=1, cols=2, subplot_titles=titles)
+    else:
+        records, baseline = deltas
+        counts = {v: sum(r["verdict"] == v for r in records) for v in ("beats", "loses", "n.s.")}
+        titles.append(f"throughput per GPU against {baseline.label}, seed by seed (95 % intervals): "
+                      f"{counts['beats']} beat it, {counts['loses']} lose, {counts['n.s.']} n.s.")
+        figure = make_subplots(rows=2, cols=2, subplot_titles=titles, specs=[[{}, {}], [{"colspan": 2}, None]],
+                               vertical_spacing=0.14)
     groups = _groups(stats, grid_keys)
     for col, (metric, y_title, _) in enumerate(PANELS, start=1):
         for g, (name, members) in enumerate(groups):  # one colour per group in both panels
@@ -103,7 +113,11 @@ def sweep_figure(stats: Sequence[Mapping[str, Any]], grid_keys: Sequence[str], t
                                    row=1, col=col)
         figure.update_xaxes(title_text=X_TITLE, row=1, col=col)
         figure.update_yaxes(title_text=y_title, row=1, col=col)
-    figure.update_layout(title=title, height=650, hovermode="closest")
+    if deltas is not None:
+        from infersim.sweep_deltas import add_panel
+
+        add_panel(figure, deltas[0], grid_keys, deltas[1], row=2, col=1)
+    figure.update_layout(title=title, height=650 if deltas is None else 1100, hovermode="closest")
     return figure
 
 

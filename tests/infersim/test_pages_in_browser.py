@@ -193,4 +193,7 @@ def test_sweep_pareto_page_renders_offline(browser, tmp_path, capsys):
                  "--jobs", "1", "--at-interactivity", "50", "--json", "--out", str(out)]) == 0
     capsys.readouterr()
     page = out / "sweep.html"
-    check_panels(page, open_page(browser, page), panels=2)
+    plots = open_page(browser, page)
+    # the two frontiers, and the paired deltas against the last grid key's first value (drafts=0)
+    check_panels(page, plots, panels=3)
+    assert plots[0]["panels"][2]["y"] == "throughput per GPU vs spec_decode.drafts=0 (%)"

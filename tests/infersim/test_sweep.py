@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 
+import numpy as np
 import pandas as pd
 import pytest
 
@@ -18,8 +19,10 @@ TIMING = ["wall_s", "sim_speedup"]
 
 
 def sweep(capsys, out, *flags: str) -> dict:
-    """Run `infersim sweep default` with a small workload and return its JSON result."""
-    assert main(["sweep", "default", *QUICK, "--out", str(out), "--json", *flags]) == 0, capsys.readouterr().err
+    """Run `infersim sweep default` with a small workload (one seed unless `flags` say) and return its JSON result."""
+    seeds = [] if "--seeds" in flags else ["--seeds", "1"]
+    assert main(["sweep", "default", *QUICK, "--out", str(out), "--json", *seeds, *flags]) == 0, \
+        capsys.readouterr().err
     return json.loads(capsys.readouterr().out)
 
 
@@ -224,3 +227,39 @@ def test_an_unreachable_scheduler_is_one_line_before_anything_is_written(capsys,
                                   "--scheduler", "tcp://127.0.0.1:9", "--out", str(tmp_path / "out")])
     assert "--scheduler tcp://127.0.0.1:9: cannot connect" in err
     assert not (tmp_path / "out").exists()
+
+
+def test_paired_deltas_see_a_small_change_that_the_points_own_intervals_hide():
+    from infersim.sweep_deltas import Baseline, paired, unsettled
+
+    rng = np.random.default_rng(7)
+    workload = rng.normal(1000.0, 80.0, size=6)  # each seed's stream: +-8 % from seed to seed
+    rows = []
+    for point, (dcp, gain) in enumerate(((1, 1.0), (8, 1.02), (4, 1.0))):
+        for seed, base in enumerate(workload):
+            # DCP8: a 2 % gain and a little noise of its own; DCP4: the baseline's stream exactly, no change
+            value = base * gain * (1 + rng.normal(0.0, 0.002)) if dcp == 8 else base
+            rows.append({"point": point, "seed": seed, "grid": {"parallel.dcp": dcp},
+                         "metrics": {"total_tok_per_s_per_gpu": value}})
+    records = {r["grid"]["parallel.dcp"]: r for r in paired(rows, ["parallel.dcp"], Baseline("parallel.dcp", 1))}
+    assert set(records) == {8, 4} and records[8]["baseline_point"] == 0 and records[8]["seeds"] == 6
+    assert records[8]["delta_pct"] == pytest.approx(2.0, abs=0.5) and records[8]["verdict"] == "beats"
+    assert records[8]["half_width_pct"] < 1.0  # the points' own intervals are about +-8 %: they overlap
+    assert records[4]["verdict"] == "n.s." and records[4]["delta_pct"] == 0.0
+    assert unsettled(list(records.values()), target_pct=0.01) == {0, 1}  # the wide point and its baseline
+    assert unsettled(list(records.values()), target_pct=5.0) == set()
+
+
+def test_an_adaptive_sweep_adds_seeds_until_the_deltas_settle_and_says_so(capsys, tmp_path):
+    result = sweep(capsys, tmp_path / "s", "--grid", "parallel.dcp=1,8", "--seeds", "auto", "--max-seeds", "3",
+                   "--target-pct", "50")
+    assert result["baseline"] == "parallel.dcp=1" and result["seeds"] == 2  # settled in the first round
+    assert result["seeds_rule"].startswith("adaptive: every delta") and result["seeds_per_point"] == {"2": 2}
+    (delta,) = result["deltas"]
+    assert delta["parallel.dcp"] == 8 and delta["seeds"] == 2 and delta["half_width_pct"] <= 50
+    capped = sweep(capsys, tmp_path / "c", "--grid", "parallel.dcp=1,8", "--seeds", "auto", "--max-seeds", "3",
+                   "--target-pct", "0.01", "--baseline", "parallel.dcp=8")
+    assert capped["seeds"] == 3 and capped["seeds_per_point"] == {"3": 2} and capped["runs"] == 6
+    assert "seed cap (3) reached" in capped["seeds_rule"] and capped["deltas"][0]["parallel.dcp"] == 1
+    page = (tmp_path / "c" / "sweep.html").read_text()
+    assert "throughput per GPU against parallel.dcp=8, seed by seed" in page
