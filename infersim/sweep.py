@@ -164,7 +164,8 @@ def run_sweep(base: str, grid: Sequence[str], out: str | Path, *, overlays: Sequ
     seeds_run = _seeds_per_point(table)
     result = {"out": str(folder), "files": [str(p) for p in written], "points": len(planned), "seeds": seeds,
               "seeds_per_point": seeds_run,
-              "runs": sum(int(s) * n for s, n in seeds_run.items()) if adaptive else len(planned) * seeds, "ran": ran, "reused": reused,
+              "runs": sum(int(s) * n for s, n in seeds_run.items()) if adaptive else len(planned) * seeds,
+              "ran": ran, "reused": reused,
               "skipped": len(work.skipped), "errors": sum(row["status"] == "error" for row in finished),
               "rows": len(table),
               "executor": f"dask at {scheduler}" if scheduler else f"{executor} ({jobs or default_jobs()} jobs)",
