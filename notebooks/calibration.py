@@ -33,16 +33,17 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+import validation
 from hwmodels.calibration import cost_model_chosen, load_calibration
 from hwmodels.spec import load_gpu
 from traces.formats import read_trace
 from traces.predict import TraceCalibrator, family_totals, predict_trace
 from validation.report import compare_all
 
-OUT = Path(os.environ.get("INFERSIM_NOTEBOOK_OUT", Path("notebooks") / "figures"))
+# figures/ beside the notebook: `jupytext --execute` and Jupyter run it in its own folder
+OUT = Path(os.environ.get("INFERSIM_NOTEBOOK_OUT", "figures"))
 OUT.mkdir(parents=True, exist_ok=True)
-ROOT = Path(__file__).resolve().parent.parent if "__file__" in globals() else Path.cwd()
-STEPS = ROOT / "validation" / "data" / "h200" / "engine_step"
+STEPS = Path(validation.__file__).parent / "data" / "h200" / "engine_step"  # package data: found from any folder
 
 # %% [markdown]
 # ## 1. Kernel suites: cycle-level model against the roofline

@@ -39,7 +39,8 @@ from infersim.collective_queries import collective_sweep
 from simulator.scenario import load_scenario
 from simulator.simulate import simulate
 
-OUT = Path(os.environ.get("INFERSIM_NOTEBOOK_OUT", Path("notebooks") / "figures"))
+# figures/ beside the notebook: `jupytext --execute` and Jupyter run it in its own folder
+OUT = Path(os.environ.get("INFERSIM_NOTEBOOK_OUT", "figures"))
 OUT.mkdir(parents=True, exist_ok=True)
 MIB = 1 << 20
 SIZES = [MIB << k for k in range(0, 11)]  # 1 MiB to 1 GiB
