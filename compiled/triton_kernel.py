@@ -50,11 +50,14 @@ def _jit_of(obj: object, name: str) -> object:
 
 
 def load_kernel(spec: str) -> object:
-    """The @triton.jit kernel `FILE.py:KERNEL` names, loaded from its file for compiling."""
+    """The @triton.jit kernel `FILE.py:KERNEL` or `MODULE:KERNEL` names (an importable module, as entry points name
+    one: `compiled.examples.triton_kernels:row_sums`), loaded from its file for compiling."""
     path_text, sep, name = spec.rpartition(":")
     if not sep or not path_text or not name:
-        raise TritonKernelError(f"--triton {spec!r}: expected FILE.py:KERNEL")
+        raise TritonKernelError(f"--triton {spec!r}: expected FILE.py:KERNEL or MODULE:KERNEL")
     path = Path(path_text)
+    if not path.is_file() and not path_text.endswith(".py"):
+        path = _module_file(spec, path_text)
     if not path.is_file():
         raise TritonKernelError(f"--triton {spec!r}: no file {path_text}")
     digest = hashlib.sha256(path.read_bytes()).hexdigest()[:16]
@@ -70,6 +73,19 @@ def load_kernel(spec: str) -> object:
         kernels = [n for n, v in vars(module).items() if hasattr(v, "fn") and not n.startswith("_")]
         raise TritonKernelError(f"--triton {spec!r}: {path_text} has no {name} (its kernels: {', '.join(kernels)})")
     return _jit_of(getattr(module, name), name)
+
+
+def _module_file(spec: str, module: str) -> Path:
+    """The source file of an importable module, found without importing it."""
+    import importlib.util
+
+    try:
+        found = importlib.util.find_spec(module)
+    except (ImportError, ValueError):
+        found = None
+    if found is None or not found.origin or not found.origin.endswith(".py"):
+        raise TritonKernelError(f"--triton {spec!r}: no file {module} and no importable module of that name")
+    return Path(found.origin)
 
 
 # --- Compiling ---------------------------------------------------------------------------------------------------

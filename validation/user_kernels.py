@@ -1,6 +1,6 @@
 """Kernels a user writes, predicted with `infersim kernel --triton` and measured on a GPU: the test of that option.
 
-The kernels are `docs/examples/triton_kernels.py`; `CASES` are the grids and arguments they were measured at
+The kernels are `compiled/examples/triton_kernels.py`; `CASES` are the grids and arguments they were measured at
 (`python -m companion.bench user-kernels`, graph-launched, CSV in validation/data/<gpu>/user_kernels/). Nothing
 in the model was fitted to these rows: the kernels are not companion kernels, and their shapes were chosen before
 any was predicted. `python -m validation.user_kernels [--hw h200]` prints each row measured beside predicted, and
@@ -19,8 +19,9 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
-KERNELS_FILE = ROOT / "docs" / "examples" / "triton_kernels.py"
+from compiled import examples
+
+KERNELS_FILE = Path(examples.__file__).parent / "triton_kernels.py"
 DATA_DIR = Path(__file__).resolve().parent / "data"
 CSV_NAME = "user_kernels.csv"
 COLUMNS = ("kernel", "grid", "args", "num_warps", "num_stages", "launch_mode", "time_s_median", "time_s_p10",

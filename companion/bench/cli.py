@@ -22,7 +22,7 @@ COMMANDS = {
     "kernel-split": ("companion.bench.kernel_split",
                      "each kernel's duration inside one MLA decode call (attention, merge), from the profiler"),
     "user-kernels": ("companion.bench.user_kernels",
-                     "the example user kernels (docs/examples/triton_kernels.py), graph-timed, one CSV"),
+                     "the example user kernels (compiled/examples/triton_kernels.py), graph-timed, one CSV"),
     "engine-step": ("companion.bench.engine_step",
                     "whole dense engine steps (Qwen3-32B shapes), graph-timed and traced with the PyTorch profiler"),
 }

@@ -181,3 +181,21 @@ def test_arguments_parse_as_tensors_numbers_and_flags():
     for bad in ("0", "1,2,3,4", "a"):
         with pytest.raises(TritonKernelError):
             parse_grid(bad)
+
+
+def test_a_kernel_named_by_its_module_is_the_kernel_of_its_file(capsys):
+    # `MODULE:KERNEL` (the shipped examples, found from any folder) predicts what `FILE.py:KERNEL` does
+    from pathlib import Path
+
+    from compiled import examples
+
+    argv = ["--grid", "64", "--launch", "graph", "--arg", "x=fp16[64,4096]", "--arg", "out=fp32[64]",
+            "--arg", "cols=4096", "--arg", "stride=4096", "--arg", "BLOCK=1024", "--json"]
+    by_file = str(Path(examples.__file__).parent / "triton_kernels.py")
+    times = []
+    for spec in ("compiled.examples.triton_kernels:row_sums", f"{by_file}:row_sums"):
+        assert main(["kernel", "--hw", "h200", "--triton", spec, *argv]) == 0
+        times.append(json.loads(capsys.readouterr().out)["time_s"])
+    assert times[0] == times[1] > 0
+    assert main(["kernel", "--hw", "h200", "--triton", "no.such.module:row_sums", "--grid", "1"]) == 2
+    assert "no importable module of that name" in capsys.readouterr().err

@@ -4,7 +4,7 @@ None of these is a companion kernel: the product has no model of them beyond the
 Triton's interpreter counts of their loops and bytes. The H200 measurements of them (graph-launched) are in
 validation/data/h200/user_kernels/, compared with the predictions by `python -m validation.user_kernels`.
 
-    infersim kernel --hw mi355x --triton docs/examples/triton_kernels.py:row_sums --grid 8192 \\
+    infersim kernel --hw mi355x --triton compiled.examples.triton_kernels:row_sums --grid 8192 \\
         --arg x=fp16[8192,4096] --arg out=fp32[8192] --arg cols=4096 --arg stride=4096 --arg BLOCK=1024
 """
 
