@@ -53,8 +53,9 @@ def test_every_readme_command_runs_from_an_empty_folder_against_the_wheel(tmp_pa
     path = os.pathsep.join([str(site / "bin"), os.path.dirname(sys.executable), os.environ["PATH"]])
     env = {**os.environ, "PYTHONPATH": str(site), "PATH": path}
     env.pop("INFERSIM_NOTEBOOK_OUT", None)
-    where = subprocess.run(["python", "-c", "import infersim, validation; print(infersim.__file__, validation.__file__)"],
-                           cwd=folder, env=env, check=True, capture_output=True, text=True).stdout
+    probe = "import infersim, validation; print(infersim.__file__, validation.__file__)"
+    where = subprocess.run(["python", "-c", probe], cwd=folder, env=env, check=True, capture_output=True,
+                           text=True).stdout
     assert where.count(str(site)) == 2, where  # the wheel's packages, not the repository's
     for block in readme_blocks():
         done = subprocess.run(["bash", "-euo", "pipefail", "-c", block], cwd=folder, env=env, capture_output=True,
