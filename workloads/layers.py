@@ -164,25 +164,13 @@ def input_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
 
 def mixer_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     """The token mixer of this layer: MLA, KDA or GQA. Depends on the whole batch."""
-    mixer = d.model.mixer(layer)
-    if mixer is Mixer.MLA:
-        yield from _mla_items(layer, batch, d)
-    elif mixer is Mixer.KDA:
-        yield from _kda_items(layer, batch, d)
-    else:
-        yield from _gqa_items(layer, batch, d)
+    return _MIXERS[d.model.mixer(layer)][0](layer, batch, d)
 
 
 def mixer_sequence_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     """The items of `mixer_items` that depend on the batch's sequences (its prefill chunks, decodes and verifies),
     in the same order, without those that depend on the token count alone: what a step's sequence parts time."""
-    mixer = d.model.mixer(layer)
-    if mixer is Mixer.MLA:
-        yield from _mla_sequence_items(layer, batch, d)
-    elif mixer is Mixer.KDA:
-        yield from _kda_sequence_items(layer, batch, d)
-    else:
-        yield from _gqa_sequence_items(layer, batch, d)
+    return _MIXERS[d.model.mixer(layer)][1](layer, batch, d)
 
 
 def ffn_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
@@ -399,6 +387,11 @@ def _windowed(history: int, window: int) -> int:
     has no window field; an upper bound for chunks longer than the window).
     """
     return min(history, window) if window else history
+
+
+# each mixer's items: all of them, and those of the sequences alone (`mixer_items`, `mixer_sequence_items`)
+_MIXERS = {Mixer.MLA: (_mla_items, _mla_sequence_items), Mixer.KDA: (_kda_items, _kda_sequence_items),
+           Mixer.GQA: (_gqa_items, _gqa_sequence_items)}
 
 
 def _dense_mlp_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
