@@ -223,7 +223,9 @@ def _parser() -> argparse.ArgumentParser:
                       help="a kernel shape or option; repeat for each")
     kern.add_argument("--triton", default=None, metavar="FILE.py:KERNEL",
                       help="instead of a kind: your own @triton.jit kernel, compiled for the GPU and timed from its "
-                           "code (needs pip install 'infersim[triton]'); give --grid and every argument with --arg")
+                           "code (needs pip install 'infersim[triton]'); give --grid and every argument with --arg. "
+                           "MODULE:KERNEL names one in an importable module, e.g. the shipped examples "
+                           "compiled.examples.triton_kernels:row_sums")
     kern.add_argument("--grid", default=None, metavar="X[,Y[,Z]]", help="with --triton: programs along each axis")
     kern.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
                       help="with --triton: a kernel argument; a tensor as dtype[shape] (bf16[4096,4096]; an integer "

@@ -140,7 +140,8 @@ def test_compare_runs_the_default_seeds_unless_told(capsys):
     (["compare", "default", DCP8, "--seeds", "0"], "--seeds: 0 is out of range (valid: 1..1000"),
     (["compare", "default", DCP8, "--seeds", "-3"], "--seeds: -3 is out of range (valid: 1..1000"),
     (["compare", "default", DCP8, "--jobs", "0"], "--jobs: 0 is out of range (valid: 1..1024"),
-    (["run", "--seeds", "2", "--format", "vllm"], "--format vllm and --save-result are one run's result: leave out --seeds"),
+    (["run", "--seeds", "2", "--format", "vllm"],
+     "--format vllm and --save-result are one run's result: leave out --seeds"),
 ])
 def test_bad_counts_are_one_line_errors(capsys, tmp_path, argv, message):
     out = ["--out", str(tmp_path / "out")] if argv[0] == "run" else []
