@@ -31,9 +31,9 @@ from __future__ import annotations
 import itertools
 import math
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
-from hwmodels.program import Chain, Program
+from hwmodels.program import Chain, Program, evolved
 from hwmodels.spec import GPU
 
 # A thread holding more than this many bytes of one trip's loads, which the trip then reduces, keeps only a share
@@ -74,7 +74,7 @@ def moved(program: Program, gpu: GPU) -> Program:
     loads, stores = program.load_sector_factor(gpu), program.sector_factor(gpu)
     if loads == stores == 1.0:
         return program
-    return replace(program, setup_load_bytes=program.setup_load_bytes * loads,
+    return evolved(program, setup_load_bytes=program.setup_load_bytes * loads,
                    trip_store_bytes=program.trip_store_bytes * stores, row_run_bytes=0.0)
 
 
@@ -87,11 +87,11 @@ def from_l2(program: Program, gpu: GPU, curve: MemoryCurve, hbm_bytes_per_s: flo
         return program, curve, hbm_bytes_per_s
 
     def hit(chain: Chain, at_l2: Chain | None) -> Chain:
-        return at_l2 if at_l2 is not None else replace(chain, l2=chain.l2 + chain.dram, dram=0.0)
+        return at_l2 if at_l2 is not None else evolved(chain, l2=chain.l2 + chain.dram, dram=0.0)
 
-    return (replace(program, trip_chain=hit(program.trip_chain, program.l2_trip_chain),
+    return (evolved(program, trip_chain=hit(program.trip_chain, program.l2_trip_chain),
                     setup_chain=hit(program.setup_chain, program.l2_setup_chain), fresh_input_bytes=0.0),
-            replace(curve, latency_s=gpu.l2_latency_s), gpu.l2_bandwidth_bytes_per_s)
+            evolved(curve, latency_s=gpu.l2_latency_s), gpu.l2_bandwidth_bytes_per_s)
 
 
 def trip_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus: int, curve: MemoryCurve,
@@ -214,11 +214,11 @@ def grid_s(program: Program, gpu: GPU, residency: Residency, curve: MemoryCurve,
     streaming = min(gpu.compute_units, len(program.trip_counts))
     warps = residency.warps_per_workgroup
     # placed once (`moved`, `from_l2`: each a no-op on what it returns) for the setup and the trips below
-    uniform, curve, hbm_bytes_per_s = from_l2(moved(replace(program, trip_counts=()), gpu), gpu, curve,
+    uniform, curve, hbm_bytes_per_s = from_l2(moved(evolved(program, trip_counts=()), gpu), gpu, curve,
                                               hbm_bytes_per_s)
     # a workgroup's setup, then its trips: pipelined, each as `trip_s` (what `workgroup_s` adds per trip);
     # unpipelined, at the drifted steady state of its residents
-    setup = workgroup_s(replace(uniform, trips=0), gpu, resident, warps, streaming, curve, hbm_bytes_per_s)
+    setup = workgroup_s(evolved(uniform, trips=0), gpu, resident, warps, streaming, curve, hbm_bytes_per_s)
     per_trip = (steady_trip_s if _drifts(program) else trip_s)(uniform, gpu, resident, warps, streaming, curve,
                                                                hbm_bytes_per_s)
     per_trips = {trips: setup + trips * per_trip if trips > 0 else setup for trips in set(program.trip_counts)}
@@ -302,7 +302,7 @@ def drifting_s(program: Program, gpu: GPU, residency: Residency, curve: MemoryCu
     rounds = -(-residency.workgroups // cus)
     resident = min(residency.resident_per_cu, rounds)
     streaming = min(cus, residency.workgroups)
-    setup = workgroup_s(replace(program, trips=0), gpu, resident, warps, streaming, curve, hbm_bytes_per_s)
+    setup = workgroup_s(evolved(program, trips=0), gpu, resident, warps, streaming, curve, hbm_bytes_per_s)
     first = trip_s(program, gpu, resident, warps, streaming, curve, hbm_bytes_per_s)
     steady = steady_trip_s(program, gpu, resident, warps, streaming, curve, hbm_bytes_per_s)
     slot_trips = rounds * program.trips / resident  # trips each resident slot runs

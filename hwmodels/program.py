@@ -19,6 +19,22 @@ from dataclasses import dataclass, fields
 from hwmodels.spec import GPU
 
 
+def evolved(obj, **changes):
+    """`dataclasses.replace` for the frozen, validated value classes that the cycle-level model derives on every
+    launch it times (`Program`, `Chain`, `MemoryCurve`): a copy of `obj` with `changes`, built without running
+    `__init__` and `__post_init__` again. Only for changes that keep a valid object valid (a trip count set to 0,
+    an L2 latency in place of a DRAM one); `dataclasses.replace` costs several times the arithmetic it serves
+    there. The classes hold their fields in `__dict__` and cache nothing in it, so the copy is the replacement
+    (a test holds the two equal)."""
+    for name in changes:
+        if name not in obj.__dataclass_fields__:
+            raise TypeError(f"{type(obj).__name__} has no field {name!r}")
+    new = object.__new__(type(obj))
+    new.__dict__.update(obj.__dict__)
+    new.__dict__.update(changes)
+    return new
+
+
 @dataclass(frozen=True)
 class Chain:
     """Dependent steps one warp waits on in sequence, by kind (counts; may be fractional averages).

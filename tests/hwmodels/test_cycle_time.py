@@ -20,7 +20,7 @@ from hwmodels.cycle_time import (
     waves_s,
     workgroup_s,
 )
-from hwmodels.program import Chain, Program, reduction_chain, streaming_program
+from hwmodels.program import Chain, Program, evolved, reduction_chain, streaming_program
 from hwmodels.roofline import Bound, LaunchMode, kernel_time, roofline_floor_s
 from hwmodels.spec import load_gpu, spec_names
 from hwmodels.work import Family, Work
@@ -249,3 +249,23 @@ def test_a_simulated_setup_replaces_the_issue_count_and_keeps_its_memory_waits()
     # two resident workgroups of 4 warps: two warps a scheduler, the table's second row, plus the two round trips
     assert workgroup_s(simulated, H200, 2, 4, 132, CURVE, HBM) == pytest.approx(50000.0 / H200.boost_clock_hz + dram)
     assert workgroup_s(plain, H200, 2, 4, 132, CURVE, HBM) == pytest.approx(2 * 5000 / H200.boost_clock_hz + dram)
+
+
+@settings(max_examples=50, deadline=None)
+@given(trips=st.integers(0, 10_000), counts=st.lists(st.integers(0, 64), max_size=20),
+       dram=st.floats(0, 8), l2=st.floats(0, 8), latency=st.floats(1e-7, 1e-5))
+def test_the_fast_copy_of_a_value_class_is_its_replacement(trips, counts, dram, l2, latency):
+    program = Program(trips=7, trip_load_bytes=4096.0, trip_chain=Chain(mma=4, dram=1), trip_counts=(1, 2, 3),
+                      prefetch=1)
+    for old, changes in ((program, {"trips": trips, "trip_counts": tuple(counts)}),
+                         (program.trip_chain, {"dram": dram, "l2": l2}),
+                         (MemoryCurve(6e-7, 2.0), {"latency_s": latency})):
+        new = evolved(old, **changes)
+        assert new == replace(old, **changes) and hash(new) == hash(replace(old, **changes))
+        assert type(new) is type(old) and new is not old
+    assert program.trips == 7 and program.trip_counts == (1, 2, 3)  # the original is untouched
+
+
+def test_the_fast_copy_names_a_field_that_does_not_exist():
+    with pytest.raises(TypeError, match="Program has no field 'trip'"):
+        evolved(Program(), trip=3)
