@@ -58,7 +58,8 @@ ALIASES: tuple[Alias, ...] = (
     Alias("--input-len", ("workload.input_len",), "N", "as --random-input-len (vllm's general length flag)"),
     Alias("--output-len", ("workload.output_len",), "N", "as --random-output-len (vllm's general length flag)"),
     Alias("--dataset-name", ("workload.kind",), "NAME",
-          "random: workload.kind=random, the one vllm dataset simulated (for recorded traffic: workload.kind=trace)",
+          "random: workload.kind=random, the one vllm dataset simulated (for recorded traffic: workload.kind=trace); "
+          "without --request-rate its requests all arrive at once, as vllm's default rate inf",
           random_only=False),
 )
 # vllm bench serve's flags that shape the result file rather than the run: (flag, metavar, help)
@@ -129,6 +130,9 @@ def alias_sets(values: Mapping[str, Any], sets: Sequence[str]) -> list[str]:
             raise ScenarioError(f"{alias.flag} {text}: must be at least 1, as in vllm bench serve "
                                 "(no cap: leave the flag out)")
         out += pairs
+    if (values.get(_dest("--dataset-name")) is not None and values.get(_dest("--request-rate")) is None
+            and not any(_sets_key(item, key) for item in sets for key in ("workload.arrival", "workload.rate_per_s"))):
+        out.append("workload.arrival=infinite")  # vllm bench serve's --request-rate defaults to inf
     return out
 
 

@@ -163,11 +163,15 @@ class Workload:
     sessions: int = ranged(1, MAX_REQUESTS, REQUESTS, 64)  # agentic sessions
     # geometric turns per session; workloads/traces.py AgenticConfig caps a session at 400 turns
     turns_mean: float = ranged(1.0, 400.0, "AgenticConfig.max_turns is 400", 40.0)
-    num_prompts: int = ranged(1, MAX_REQUESTS, REQUESTS, 256)  # random workload
-    input_len: int = ranged(1, MAX_TOKENS, TOKENS, 4096)
-    output_len: int = ranged(1, MAX_TOKENS, TOKENS, 10)
+    # The random workload's defaults are vllm bench serve's for its random dataset: --num-prompts 1000,
+    # --random-input-len 1024, --random-output-len 128, --request-rate inf (vllm/benchmarks/serve.py and
+    # vllm/benchmarks/datasets.py at vllm-project/vllm@009e6d4a)
+    num_prompts: int = ranged(1, MAX_REQUESTS, REQUESTS, 1000)  # random workload
+    input_len: int = ranged(1, MAX_TOKENS, TOKENS, 1024)
+    output_len: int = ranged(1, MAX_TOKENS, TOKENS, 128)
     range_ratio: float = ranged(0.0, 0.999, "vllm bench serve's --random-range-ratio lies in [0, 1)", 0.0)
-    arrival: ArrivalKind = ArrivalKind.POISSON
+    # None: the kind's own (random: infinite, every request at once, as vllm's --request-rate inf; otherwise poisson)
+    arrival: ArrivalKind | None = None
     # sessions per second (agentic) or requests per second (random)
     rate_per_s: float = ranged(0.0, 1e9, "assumption: no stream arrives faster than 1e9 a second", 0.5)
     # poisson arrivals' gap shape, as vllm bench serve --burstiness (1: exponential)
@@ -178,6 +182,9 @@ class Workload:
     duration_s: float = ranged(0.0, 1e9, "assumption: no run simulates past 1e9 s (~32 years)", 0.0)
 
     def __post_init__(self) -> None:
+        if self.arrival is None:
+            object.__setattr__(self, "arrival", ArrivalKind.INFINITE if self.kind is WorkloadKind.RANDOM
+                               else ArrivalKind.POISSON)
         if self.arrival in (ArrivalKind.POISSON, ArrivalKind.FIXED) and self.rate_per_s <= 0:
             raise FieldError("rate_per_s", f"must be positive for {self.arrival.value} arrivals, got {self.rate_per_s}")
         if not 0 < self.burstiness < math.inf:

@@ -156,6 +156,27 @@ def test_request_rate_inf_is_infinite_arrivals(tmp_path, capsys):
     assert (pd.read_csv(tmp_path / "requests.csv")["arrival_s"] == 0).all()
 
 
+def test_a_random_workload_defaults_to_vllms_random_dataset():
+    from simulator.scenario import ArrivalKind, Workload, WorkloadKind
+
+    w = Workload(kind=WorkloadKind.RANDOM)
+    # vllm bench serve: --num-prompts 1000, --random-input-len 1024, --random-output-len 128, --request-rate inf
+    assert (w.num_prompts, w.input_len, w.output_len, w.arrival) == (1000, 1024, 128, ArrivalKind.INFINITE)
+    assert Workload().arrival is ArrivalKind.POISSON  # an agentic stream's sessions keep arriving over time
+    assert Workload(kind=WorkloadKind.RANDOM, arrival=ArrivalKind.POISSON).arrival is ArrivalKind.POISSON
+
+
+def test_dataset_name_random_sends_everything_at_once_unless_a_rate_is_given(tmp_path, capsys):
+    small = ["--set", "hardware.platform=h200-8", "--set", "model.name=qwen3-32b", "--set", "spec_decode.drafts=0",
+             "--set", "precision={}", "--num-prompts", "6", "--random-output-len", "4"]
+    assert main(["run", *small, "--dataset-name", "random", "--json", "--out", str(tmp_path / "inf")]) == 0
+    assert main(["run", *small, "--dataset-name", "random", "--request-rate", "2", "--json",
+                 "--out", str(tmp_path / "rate")]) == 0
+    capsys.readouterr()
+    assert (pd.read_csv(tmp_path / "inf" / "requests.csv")["arrival_s"] == 0).all()
+    assert (pd.read_csv(tmp_path / "rate" / "requests.csv")["arrival_s"] > 0).sum() >= 5
+
+
 def test_the_help_lists_the_flags_in_their_own_group(capsys):
     with pytest.raises(SystemExit):
         main(["run", "--help"])
