@@ -87,7 +87,18 @@ def _parser() -> argparse.ArgumentParser:
     comp.add_argument("--set", action="append", default=[], metavar="SECTION.KEY=VALUE", dest="sets",
                       help="one scenario value for every run, e.g. --set workload.sessions=6")
     comp.add_argument("--json", action="store_true", help="print the comparison as one JSON object")
-    _replicate_flags(comp, "8")
+    comp.add_argument("--seeds", default="auto", metavar="N|auto",
+                      help="replicates: seeds workload.seed + 0..N-1, each metric's mean and its paired 95%% Student "
+                           "t interval against the base on the same seeds; auto (the default): 2 seeds, then one more "
+                           "round by round for the base and each change whose throughput-per-GPU delta is wider than "
+                           "--target-pct, up to --max-seeds")
+    comp.add_argument("--jobs", default=None, metavar="J",
+                      help="with --seeds: worker processes (default: the CPUs, capped by the runs)")
+    comp.add_argument("--target-pct", type=real_type(TARGET_PCT_BOUNDS), default=3.0, metavar="PCT",
+                      help="with --seeds auto: the 95 %% half-width of the throughput-per-GPU delta to reach, in %% "
+                           "of the base (default 3)")
+    comp.add_argument("--max-seeds", type=whole_type(SEEDS), default=10, metavar="N",
+                      help="with --seeds auto: the most seeds a configuration runs (default 10)")
     _cost_model_flag(comp)
 
     swp = sub.add_parser("sweep", help="a scenario over a grid of keys, in parallel: a resumable table (Parquet, "
@@ -331,7 +342,7 @@ def _dispatch(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         from infersim.compare import compare_command
 
         return compare_command(args.base, args.changes, args.sets, table=not args.json, seeds=args.seeds,
-                               jobs=args.jobs)
+                               jobs=args.jobs, target_pct=args.target_pct, max_seeds=args.max_seeds)
     if args.command == "sweep":
         from infersim.sweep import sweep_command
 

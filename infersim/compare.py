@@ -4,7 +4,8 @@ A design change is predicted by running the same workload (same seed) on the bas
 overlay merged in, so every difference in the summary comes from the change itself. With `seeds` > 1 every
 configuration runs seeds `workload.seed + k`; the base and a change meet the same requests and acceptance draws on
 a seed (common random numbers), so each metric's per-seed % deltas are paired samples: their mean, a paired
-Student t interval and whether it excludes zero (`significant`).
+Student t interval and whether it excludes zero (`significant`). By default the seeds are adaptive: two, then more
+until the throughput-per-GPU delta of every change is within a target half-width or a seed cap is reached.
 """
 
 from __future__ import annotations
@@ -14,7 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from simulator.replicates import CONFIDENCE, replicate_seeds, t_interval, with_seed
+from simulator.replicates import CONFIDENCE, MAX_REPLICATES, replicate_seeds, t_interval, with_seed
 from simulator.scenario import Scenario, ScenarioError, load_scenario
 from simulator.simulate import SimulationResult, check_scenario, simulate
 
@@ -42,7 +43,12 @@ SEEDED_CHANGES_PER_TABLE = 3  # the same with an interval in every cell
 # tok/s/GPU delta: 36, 14, 8.0 and 6.8 points. Cost: 8.5, 12, 19 and 21 CPU-seconds (2.7 for one seed), 5-10, 6-15,
 # 16-18 and 16-24 s of wall time here. At 3 seeds only the TPOT delta is significant; at 8 the TTFT, TPOT and
 # throughput deltas are, to a few points; 10 narrows them little more for a quarter more runs.
-DEFAULT_SEEDS = 8
+DEFAULT_SEEDS = 8  # --seeds N's count when a fixed number is wanted; the flag's default is adaptive (auto)
+AUTO = "auto"
+START_SEEDS = 2  # an adaptive comparison's first round: the fewest seeds that give an interval
+MAX_AUTO_SEEDS = 10  # --max-seeds default, as `infersim sweep`'s
+TARGET_PCT = 3.0  # --target-pct default: the headline delta's 95 % half-width, in % of the base
+DECIDING_METRIC = "total_tok_per_s_per_gpu"  # the delta adaptive seeds settle (as a sweep's deltas)
 
 
 def metric_value(summary: Mapping[str, Any], metric: str) -> float | int | None:
@@ -67,47 +73,89 @@ def delta_pct(base: float | int | None, value: float | int | None) -> float | No
 
 
 def compare(base: Scenario, changes: Sequence[tuple[str, Scenario]],
-            run: Callable[[Scenario], SimulationResult] = simulate, *, seeds: int = 1,
-            jobs: int | None = None) -> dict[str, Any]:
+            run: Callable[[Scenario], SimulationResult] = simulate, *, seeds: int | None = 1,
+            jobs: int | None = None, target_pct: float = TARGET_PCT, max_seeds: int = MAX_AUTO_SEEDS
+            ) -> dict[str, Any]:
     """Each change's metrics and their % delta versus the base; `run` (one seed, no `jobs`) lets the CLI show
     progress.
 
     With `seeds` > 1 (or `jobs` given) the runs go through a process pool (`jobs` processes, default: the CPUs,
     capped by the runs; progress from `infersim.progress`), values are means over the seeds, `delta_pct` the mean
     of the per-seed paired deltas, and `delta_ci` has per metric the per-seed deltas, their mean, the paired t
-    interval and `significant`."""
+    interval and `significant`. `seeds` None: adaptive, as `infersim sweep --seeds auto`: `START_SEEDS` seeds, then
+    one more seed a round for the base and every change whose headline delta (`DECIDING_METRIC`) has a 95 %
+    half-width above `target_pct` %, until none has or `max_seeds` is reached (`seeds_rule` says which)."""
     if seeds == 1 and jobs is None:
         return _compare_one_seed(base, changes, run)
     from infersim.replicates import default_jobs, run_all
 
-    seed_list = replicate_seeds(base, seeds)
+    adaptive = seeds is None
+    if adaptive and not START_SEEDS <= max_seeds <= MAX_REPLICATES:
+        raise ValueError(f"--max-seeds must lie in {START_SEEDS}..{MAX_REPLICATES}, got {max_seeds}")
+    if not (math.isfinite(target_pct) and target_pct > 0):
+        raise ValueError(f"--target-pct must be a finite, positive percentage, got {target_pct}")
+    n = START_SEEDS if adaptive else seeds
     configs = [base, *(scenario for _, scenario in changes)]
-    runs = [with_seed(c, c.workload.seed + k) for c in configs for k in range(seeds)]
-    outcomes = run_all(runs, jobs or default_jobs(len(runs)))
-    for seed, outcome in zip(seed_list, outcomes[:seeds], strict=True):
-        if outcome.error is not None:  # the base must run: every delta is against it
-            raise ValueError(f"seed {seed}: {outcome.error}")
-    base_runs = [_values(o.summary) for o in outcomes[:seeds] if o.summary is not None]
-    results = []
-    for i, (name, _) in enumerate(changes):
-        mine = outcomes[(i + 1) * seeds:(i + 2) * seeds]
-        failed = next(((s, o.error) for s, o in zip(seed_list, mine, strict=True) if o.error is not None), None)
-        if failed is not None:  # the change cannot serve this workload on some seed: a result, as on one seed
-            results.append({"name": name, "error": f"seed {failed[0]}: {failed[1]}",
-                            "values": dict.fromkeys(METRICS), "delta_pct": dict.fromkeys(METRICS),
-                            "delta_ci": dict.fromkeys(METRICS)})
-            continue
-        change_runs = [_values(o.summary) for o in mine if o.summary is not None]
-        cis = {m: paired_delta([b[m] for b in base_runs], [c[m] for c in change_runs]) for m in METRICS}
-        results.append({"name": name, "values": _means(change_runs),
-                        "delta_pct": {m: None if ci is None else ci["mean_pct"] for m, ci in cis.items()},
-                        "delta_ci": cis})
-    return {"base": {"name": base.name, "values": _means(base_runs),
-                     "per_seed": {m: [r[m] for r in base_runs] for m in METRICS}},
-            "metrics": list(METRICS), "seeds": list(seed_list), "confidence": CONFIDENCE,
-            "interval": f"per-seed paired % deltas (change minus base on the same seed): mean and "
-                        f"{CONFIDENCE:.0%} paired Student t interval, {seeds - 1} degrees of freedom",
-            "changes": results}
+    outcomes: list[list[Any]] = [[] for _ in configs]  # each configuration's outcomes, seed by seed
+    wanted = range(len(configs))
+    while True:
+        seed_list = replicate_seeds(base, n)
+        runs, owners = [], []
+        for i in wanted:
+            for k in range(len(outcomes[i]), n):
+                runs.append(with_seed(configs[i], configs[i].workload.seed + k))
+                owners.append(i)
+        for i, outcome in zip(owners, run_all(runs, jobs or default_jobs(len(runs))), strict=True):
+            outcomes[i].append(outcome)
+        for seed, outcome in zip(seed_list, outcomes[0], strict=True):
+            if outcome.error is not None:  # the base must run: every delta is against it
+                raise ValueError(f"seed {seed}: {outcome.error}")
+        results = [_change_result(name, outcomes[0], outcomes[i + 1], seed_list)
+                   for i, (name, _) in enumerate(changes)]
+        wide = [i + 1 for i, r in enumerate(results) if _wide(r, target_pct)]
+        if not adaptive or not wide or n >= max_seeds:
+            break
+        n += 1
+        wanted = [0, *wide]
+    base_runs = [_values(o.summary) for o in outcomes[0]]
+    result = {"base": {"name": base.name, "values": _means(base_runs),
+                       "per_seed": {m: [r[m] for r in base_runs] for m in METRICS}},
+              "metrics": list(METRICS), "seeds": list(seed_list), "confidence": CONFIDENCE,
+              "interval": f"per-seed paired % deltas (change minus base on the same seed): mean and "
+                          f"{CONFIDENCE:.0%} paired Student t interval, n - 1 degrees of freedom for n seeds",
+              "changes": results}
+    if adaptive:
+        result["target_pct"] = target_pct
+        result["seeds_rule"] = (
+            f"adaptive: every change's {DECIDING_METRIC} delta within +-{target_pct:g} % (95 %)" if not wide else
+            f"adaptive: the seed cap ({max_seeds}) reached with {len(wide)} change(s)' {DECIDING_METRIC} delta "
+            f"wider than +-{target_pct:g} %")
+    else:
+        result["seeds_rule"] = f"fixed: {n} seed(s)"
+    return result
+
+
+def _change_result(name: str, base: Sequence[Any], mine: Sequence[Any], seed_list: Sequence[int]) -> dict[str, Any]:
+    """One change's means and paired deltas over the seeds it ran (the first of the base's), or its error."""
+    failed = next(((s, o.error) for s, o in zip(seed_list, mine, strict=False)
+                   if o.error is not None), None)
+    if failed is not None:  # the change cannot serve this workload on some seed: a result, as on one seed
+        return {"name": name, "error": f"seed {failed[0]}: {failed[1]}", "values": dict.fromkeys(METRICS),
+                "delta_pct": dict.fromkeys(METRICS), "delta_ci": dict.fromkeys(METRICS), "seeds": len(mine)}
+    base_runs = [_values(o.summary) for o in base[:len(mine)]]
+    change_runs = [_values(o.summary) for o in mine]
+    cis = {m: paired_delta([b[m] for b in base_runs], [c[m] for c in change_runs]) for m in METRICS}
+    return {"name": name, "values": _means(change_runs), "seeds": len(mine),
+            "delta_pct": {m: None if ci is None else ci["mean_pct"] for m, ci in cis.items()}, "delta_ci": cis}
+
+
+def _wide(change: Mapping[str, Any], target_pct: float) -> bool:
+    """Whether a change's headline delta still has a 95 % half-width above the target (a failed change never
+    settles by more seeds: it is left as it is)."""
+    if "error" in change:
+        return False
+    ci = change["delta_ci"][DECIDING_METRIC]
+    return ci is not None and (ci["hi_pct"] is None or ci["hi_pct"] - ci["mean_pct"] > target_pct)
 
 
 def _compare_one_seed(base: Scenario, changes: Sequence[tuple[str, Scenario]],
@@ -178,21 +226,24 @@ def _names(paths: Sequence[str | Path]) -> list[str]:
 
 
 def compare_command(base: str, changes: Sequence[str | Path], sets: Sequence[str], *, table: bool,
-                    seeds: str | int | None = None, jobs: str | int | None = None) -> tuple[dict[str, Any], str]:
+                    seeds: str | int | None = None, jobs: str | int | None = None, target_pct: float = TARGET_PCT,
+                    max_seeds: int = MAX_AUTO_SEEDS) -> tuple[dict[str, Any], str]:
     """The CLI's (result, title): the JSON comparison, or with `table` the same laid out for print_result.
 
-    `seeds` and `jobs` are the flags' text (None: not given); bad values are one-line ValueErrors."""
+    `seeds` and `jobs` are the flags' text (None or "auto": adaptive seeds); bad values are one-line ValueErrors."""
     from infersim.progress import run_with_progress
     from infersim.replicates import count_flag
 
-    n = count_flag("--seeds", seeds, DEFAULT_SEEDS)
+    adaptive = seeds is None or str(seeds).strip().lower() == AUTO
+    n = None if adaptive else count_flag("--seeds", seeds, DEFAULT_SEEDS)
     workers = None if jobs is None else count_flag("--jobs", jobs, 1)
     base_scenario, loaded = load_changes(base, changes, sets)
-    result = compare(base_scenario, loaded, run=run_with_progress, seeds=n, jobs=workers)
+    result = compare(base_scenario, loaded, run=run_with_progress, seeds=n, jobs=workers, target_pct=target_pct,
+                     max_seeds=max_seeds)
     result["sets"] = list(sets)
     title = f"infersim compare: {len(loaded)} change(s) on {base}"
     if "seeds" in result:
-        title += f", {n} seed(s) each"
+        title += f", {len(result['seeds'])} seed(s) for the base" if adaptive else f", {n} seed(s) each"
     return (table_layout(result) if table else result), title
 
 
@@ -205,7 +256,8 @@ def table_layout(result: Mapping[str, Any]) -> dict[str, Any]:
     if seeded:
         from infersim.replicates import seed_text
 
-        layout["seeds"] = f"{seed_text(result['seeds'])} ({len(result['seeds'])} per configuration, paired)"
+        layout["seeds"] = f"{seed_text(result['seeds'])} ({len(result['seeds'])} for the base, paired)"
+        layout["seeds rule"] = result.get("seeds_rule", "-")
         layout["delta"] = (f"mean of the per-seed % deltas [{result['confidence']:.0%} paired t interval]; n.s.: "
                            "not significant, the interval covers 0")
     per_table = SEEDED_CHANGES_PER_TABLE if seeded else CHANGES_PER_TABLE

@@ -123,10 +123,19 @@ def test_compare_pairs_the_seeds(capsys):
     assert kv["significant"] is True and kv["lo_pct"] == pytest.approx(kv["hi_pct"])
 
 
-def test_compare_runs_the_default_seeds_unless_told(capsys):
-    result = run_json(capsys, "compare", "default", DCP8, "--set", "workload.sessions=2", "--set",
-                      "workload.turns_mean=2")
-    assert result["seeds"] == list(range(DEFAULT_SEEDS))
+def test_compare_adds_seeds_until_the_throughput_delta_settles_unless_told(capsys):
+    small = ["--set", "workload.sessions=2", "--set", "workload.turns_mean=2"]
+    result = run_json(capsys, "compare", "default", DCP8, *small)
+    ci = result["changes"][0]["delta_ci"]["total_tok_per_s_per_gpu"]
+    assert len(result["seeds"]) >= 2 and result["changes"][0]["seeds"] == len(ci["per_seed_pct"])
+    assert result["seeds_rule"].startswith("adaptive: every change's total_tok_per_s_per_gpu delta within")
+    assert ci["hi_pct"] - ci["mean_pct"] <= 3.0
+    # a target no workload noise reaches: seeds grow round by round to the cap, which the rule names
+    capped = run_json(capsys, "compare", "default", DCP8, *small, "--target-pct", "0.01", "--max-seeds", "4")
+    assert capped["seeds"] == [0, 1, 2, 3] and capped["changes"][0]["seeds"] == 4
+    assert capped["seeds_rule"].startswith("adaptive: the seed cap (4) reached with 1 change(s)'")
+    fixed = run_json(capsys, "compare", "default", DCP8, *small, "--seeds", str(DEFAULT_SEEDS))
+    assert fixed["seeds"] == list(range(DEFAULT_SEEDS)) and fixed["seeds_rule"] == f"fixed: {DEFAULT_SEEDS} seed(s)"
     one = run_json(capsys, "compare", "default", DCP8, *QUICK, "--seeds", "1")
     assert "seeds" not in one and "delta_ci" not in one["changes"][0]
 
@@ -140,6 +149,7 @@ def test_compare_runs_the_default_seeds_unless_told(capsys):
     (["compare", "default", DCP8, "--seeds", "0"], "--seeds: 0 is out of range (valid: 1..1000"),
     (["compare", "default", DCP8, "--seeds", "-3"], "--seeds: -3 is out of range (valid: 1..1000"),
     (["compare", "default", DCP8, "--jobs", "0"], "--jobs: 0 is out of range (valid: 1..1024"),
+    (["compare", "default", DCP8, "--seeds", "many"], "--seeds: expected a whole number, got 'many'"),
     (["run", "--seeds", "2", "--format", "vllm"],
      "--format vllm and --save-result are one run's result: leave out --seeds"),
 ])
