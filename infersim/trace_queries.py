@@ -13,6 +13,7 @@ import csv
 import io
 import math
 import statistics
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -90,12 +91,57 @@ def _pct(predicted: float, measured: float) -> float:
     return 100.0 * (predicted / measured - 1.0) if measured else float("nan")
 
 
+def _matched_pct(predicted: float, traced: float) -> float | None:
+    """The model's error on the kernels it matched; None (null) where it matched none: unmatched time is never
+    counted as predicted."""
+    return 100.0 * (predicted / traced - 1.0) if traced else None
+
+
+# catalog GPU names as the profilers' device names spell them (NVIDIA's product names, AMD's marketing names)
+_GPU_NAMES = (("h100", "H100"), ("h200", "H200"), ("b200", "B200"), ("b300", "B300"), ("mi300x", "MI300X"),
+              ("mi325x", "MI325X"), ("mi355x", "MI355X"))
+
+
+def gpu_warnings(predictions, hw: str) -> list[str]:
+    """One line per trace recorded on another GPU than `hw` (where the trace names its GPU)."""
+    lines = []
+    for p in predictions:
+        named = p.trace.gpu_name
+        if not named:
+            continue
+        own = next((spec for spec, text in _GPU_NAMES if text.lower() in named.lower()), None)
+        if own != hw:
+            advice = (f"--hw {own} predicts for the GPU it was recorded on" if own else
+                      "the catalog has no spec of that GPU")
+            lines.append(f"{Path(p.trace.path).name} was recorded on {named!r}, predicted here for {hw} ({advice})")
+    return lines
+
+
+def _method_pcts(predictions) -> dict[str, float]:
+    """Per way of matching, its share of the traced time in %, over the traces."""
+    total = sum(p.traced_s for p in predictions)
+    out: dict[str, float] = {}
+    for p in predictions:
+        for method, share in p.method_shares().items():
+            out[method] = out.get(method, 0.0) + 100.0 * share * p.traced_s / total
+    return dict(sorted(out.items(), key=lambda kv: -kv[1])) if total else {}
+
+
 def _trace_row(p, measured_s: float | None, calibrated_s: float | None = None) -> dict[str, Any]:
+    from traces.matching import LAUNCH, SHAPES
+
     row: dict[str, Any] = {
         "trace": Path(p.trace.path).name, "format": p.trace.format, "launches": p.launches,
         "traced_busy_s": p.trace.busy_s(), "predicted_kernels_s": p.predicted_kernels_s,
-        "kernels_error_pct": _pct(p.predicted_kernels_s, p.traced_s), "predicted_graph_step_s": p.predicted_step_s,
-        "unmatched_pct": 100.0 * p.unmatched_share, "skipped_records": p.trace.skipped}
+        "matched_traced_s": p.matched_traced_s, "matched_predicted_s": p.matched_predicted_s,
+        "kernels_error_pct": _matched_pct(p.matched_predicted_s, p.matched_traced_s),
+        "predicted_graph_step_s": p.predicted_step_s,
+        "unmatched_pct": 100.0 * p.unmatched_share,
+        # how the matched time was matched (`traces.matching`: operator shapes exact, launch geometry estimated)
+        "shapes_pct": 100.0 * p.method_shares().get(SHAPES, 0.0),
+        "launch_pct": 100.0 * p.method_shares().get(LAUNCH, 0.0), "skipped_records": p.trace.skipped}
+    if p.trace.gpu_name:
+        row["trace_gpu"] = p.trace.gpu_name
     if measured_s is not None:
         row["measured_step_s"] = measured_s
         row["step_error_pct"] = _pct(p.predicted_step_s, measured_s)
@@ -143,9 +189,18 @@ def trace_predict_query(files: Sequence[str], hw: str, calibration: str | None =
         "hw": hw, "calibration": calib.name, "traces": len(predictions),
         "traced_kernels_s": traced, "traced_busy_s": sum(p.trace.busy_s() for p in predictions),
         "predicted_kernels_s": sum(p.predicted_kernels_s for p in predictions),
-        "kernels_error_pct": _pct(sum(p.predicted_kernels_s for p in predictions), traced),
+        "matched_traced_s": sum(p.matched_traced_s for p in predictions),
+        "matched_predicted_s": sum(p.matched_predicted_s for p in predictions),
+        "kernels_error_pct": _matched_pct(sum(p.matched_predicted_s for p in predictions),
+                                          sum(p.matched_traced_s for p in predictions)),
         "unmatched_pct": 100.0 * sum(p.unmatched_s for p in predictions) / traced if traced else 0.0,
+        "matched_by_pct": _method_pcts(predictions),
     }
+    warnings = gpu_warnings(predictions, hw)
+    if warnings:
+        result["gpu_warnings"] = warnings
+        for warning in warnings:
+            print(f"infersim: warning: {warning}", file=sys.stderr)
     if measured:
         errors = [abs(r["step_error_pct"]) for r in traces]
         result["step_median_abs_error_pct"] = statistics.median(errors)

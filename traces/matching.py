@@ -107,6 +107,9 @@ class KernelGroup:
     kernel: KernelKind | None  # the kind the model times; None when unmatched or a collective
     reason: str = ""  # why unmatched
     collective: Collective | None = None  # a collective the model times over the group's links
+    # how the kind and its size were found: `SHAPES` (the launching operator's recorded shapes), `LAUNCH` (the
+    # kernel's name and its launch: grid and workgroup, or a copy's bytes), or `NAME` (its family only, unmatched)
+    method: str = ""
 
     @property
     def name(self) -> str:
@@ -119,6 +122,12 @@ class KernelGroup:
     @property
     def matched(self) -> bool:
         return self.kernel is not None or self.collective is not None
+
+
+SHAPES = "operator shapes"  # exact: what the operator computed, from its recorded input shapes
+LAUNCH = "launch geometry"  # estimated: the size from the grid, workgroup and the kernel's own template arguments
+NAME = "name only"  # the family the name suggests; no size, so no prediction
+CONFIDENCE = {SHAPES: "exact", LAUNCH: "estimated (within one workgroup's work)", NAME: "family only"}
 
 
 def family_of_name(name: str) -> str:
@@ -151,16 +160,74 @@ def _group(kernels: tuple[TracedKernel, ...], gpu: GPU, group_size: int | None) 
     if first.op in COLLECTIVE_OPS and first.shapes is not None:
         return _collective_group(kernels, first, group_size)
     if first.op is None or first.shapes is None:
-        why = "no launching operator with shapes in the trace" if first.kind == "kernel" else f"a {first.kind}"
-        return KernelGroup(kernels, family, None, why)
+        kind, why = launch_kind(first)
+        if kind is not None:
+            return KernelGroup(kernels, _kind_family(kind), kind, method=LAUNCH)
+        return KernelGroup(kernels, family, None, why, method=NAME)
     try:
         kind = kind_of(first.op, first.shapes, first.dtypes or (), gpu)
     except (ValueError, TypeError, IndexError, ZeroDivisionError, OverflowError) as e:
-        return KernelGroup(kernels, family, None, f"{first.op}: shapes {first.shapes} not understood ({e})")
+        return KernelGroup(kernels, family, None, f"{first.op}: shapes {first.shapes} not understood ({e})",
+                           method=NAME)
     if kind is None:
-        return KernelGroup(kernels, family, None, f"no kind for {first.op}")
+        launched, _ = launch_kind(first)  # an operator the table lacks, running a kernel whose launch tells its size
+        if launched is not None:
+            return KernelGroup(kernels, _kind_family(launched), launched, method=LAUNCH)
+        return KernelGroup(kernels, family, None, f"no kind for {first.op}", method=NAME)
     kind_family = _kind_family(kind)
-    return KernelGroup(kernels, kind_family, kind)
+    return KernelGroup(kernels, kind_family, kind, method=SHAPES)
+
+
+# PyTorch's pointwise kernels (aten/src/ATen/native/cuda/CUDALoops.cuh): each thread of a workgroup handles a fixed
+# number of values, a template argument of the kernel's name, so the grid and the workgroup give the tensor's size
+# to within one workgroup: vectorized_elementwise_kernel<vec_size> (vec_size values a thread),
+# elementwise_kernel<num_threads, thread_work_size> and elementwise_kernel_manual_unroll<num_threads, work>, and
+# unrolled_elementwise_kernel (thread_work_size(): 4, an assumption where the name does not say).
+_POINTWISE_KERNELS = (
+    re.compile(r"\bvectorized_elementwise_kernel<\s*(?:\(int\))?(\d+)"),
+    re.compile(r"\belementwise_kernel(?:_manual_unroll)?<\s*(?:\(int\))?\d+,\s*(?:\(int\))?(\d+)"),
+    re.compile(r"\bunrolled_elementwise_kernel<()"),
+)
+# pointers a pointwise kernel takes: std::array<char*, N> is the output and N - 1 inputs
+_POINTERS = re.compile(r"std::array<char\s*\*,\s*(?:\(unsigned long\))?(\d+)")
+# C++ value types as the kernels' names spell them (CUDA, HIP, and nsys's demangling), widest match first
+_NAME_DTYPES = (("c10::BFloat16", Dtype.BF16), ("__nv_bfloat16", Dtype.BF16), ("__hip_bfloat16", Dtype.BF16),
+                ("c10::Half", Dtype.FP16), ("__half", Dtype.FP16), ("c10::Float8_e4m3", Dtype.FP8),
+                ("double", Dtype.FP32), ("float", Dtype.FP32))
+_FILL = re.compile(r"FillFunctor|fill", re.I)
+_INPUTS_BY_FUNCTOR = ((re.compile(r"BinaryFunctor|CUDAFunctor_add<|CompareFunctor|BitwiseAndFunctor|"
+                                  r"BitwiseOrFunctor|where_kernel"), 2),)
+
+
+def launch_kind(kernel: TracedKernel) -> tuple[KernelKind | None, str]:
+    """The kind of a kernel that has no operator shapes, from what its launch records: a device-to-device copy or a
+    fill of known bytes, or one of PyTorch's pointwise kernels, whose grid, workgroup and name give its size. Else
+    (None, why not)."""
+    if kernel.kind != "kernel":
+        if kernel.bytes is None:
+            return None, f"a {kernel.kind} without its bytes in the trace"
+        if kernel.kind == "memset":
+            return Elementwise(elements=kernel.bytes, inputs=0, dtype=Dtype.INT8), ""
+        if re.search(r"host|pinned|pageable|HtoD|DtoH", kernel.name, re.I):
+            return None, "a copy to or from the host (PCIe): the model times device work"
+        return Copy(size_bytes=kernel.bytes), ""
+    if kernel.grid is None or kernel.block is None:
+        return None, "no launching operator with shapes, and no grid in the trace (a graph replay)"
+    per_thread = next((m.group(1) for pattern in _POINTWISE_KERNELS if (m := pattern.search(kernel.name))), None)
+    if per_thread is None:
+        return None, "no launching operator with shapes in the trace, and a kernel whose size its launch does not tell"
+    workgroups = math.prod(kernel.grid)
+    threads = math.prod(kernel.block)
+    if workgroups <= 0 or threads <= 0:
+        return None, "an empty launch"
+    elements = workgroups * threads * (int(per_thread) if per_thread else 4)
+    dtype = next((d for text, d in _NAME_DTYPES if text in kernel.name), Dtype.FP32)
+    if _FILL.search(kernel.name):
+        return Elementwise(elements=elements, inputs=0, dtype=dtype), ""
+    pointers = _POINTERS.search(kernel.name)
+    inputs = (int(pointers.group(1)) - 1 if pointers else
+              next((n for pattern, n in _INPUTS_BY_FUNCTOR if pattern.search(kernel.name)), 1))
+    return Elementwise(elements=elements, inputs=max(0, inputs), dtype=dtype), ""
 
 
 def _collective_group(kernels: tuple[TracedKernel, ...], first: TracedKernel, group_size: int | None

@@ -29,7 +29,7 @@ from hwmodels.spec import GPU
 from simulator.cost.collective_policy import collective_time
 from simulator.cost.workgroup_des import dispatch_s
 from traces.formats import Trace
-from traces.matching import KernelGroup, match_kernels
+from traces.matching import NAME, KernelGroup, match_kernels
 from workloads.kernel_base import KernelKind
 
 
@@ -88,6 +88,25 @@ class TracePrediction:
     @property
     def unmatched_share(self) -> float:
         return self.unmatched_s / self.traced_s if self.traced_s else 0.0
+
+    @property
+    def matched_traced_s(self) -> float:
+        """The traced seconds of the groups the model predicts."""
+        return sum(g.group.traced_s for g in self.groups if g.predicted_s is not None)
+
+    @property
+    def matched_predicted_s(self) -> float:
+        """The model's seconds of those groups."""
+        return sum(g.predicted_s for g in self.groups if g.predicted_s is not None)
+
+    def method_shares(self) -> dict[str, float]:
+        """Each way of matching (`traces.matching.SHAPES`, `LAUNCH`, `NAME`) with its share of the traced time."""
+        shares: dict[str, float] = {}
+        for g in self.groups:
+            method = g.group.method if g.predicted_s is not None else NAME
+            shares[method] = shares.get(method, 0.0) + g.group.traced_s
+        total = self.traced_s
+        return {m: s / total for m, s in shares.items()} if total else {}
 
     @property
     def predicted_kernels_s(self) -> float:

@@ -92,3 +92,35 @@ def test_bad_inputs_are_one_line_errors_and_write_nothing(capsys, tmp_path):
     broken.write_bytes(broken.read_bytes()[:5000])
     assert "broken.json.gz" in error_of(capsys, "trace", "predict", str(broken), "--hw", "h200")
     assert not out.exists()
+
+
+def _kineto(path, device_name: str, events: list[dict]) -> str:
+    path.write_text(json.dumps({"deviceProperties": [{"id": 0, "name": device_name}], "traceEvents": events}))
+    return str(path)
+
+
+def test_nothing_matched_is_no_error_and_another_gpu_is_a_warning(capsys, tmp_path):
+    # a graph replay: kernels with no operator and no grid, recorded on an H100
+    replay = [{"ph": "X", "cat": "kernel", "name": f"_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1_{i}",
+               "ts": 10.0 * i, "dur": 3.5 + i, "pid": 0, "tid": 7, "args": {"device": 0, "stream": 7}}
+              for i in range(3)]
+    trace = _kineto(tmp_path / "replay.json", "NVIDIA H100 80GB HBM3", replay)
+    assert main(["trace", "predict", trace, "--hw", "h200", "--json"]) == 0
+    captured = capsys.readouterr()
+    r = json.loads(captured.out)
+    assert r["unmatched_pct"] == 100.0 and r["kernels_error_pct"] is None and r["matched_traced_s"] == 0.0
+    assert r["per_trace"][0]["kernels_error_pct"] is None and r["matched_by_pct"] == {"name only": 100.0}
+    assert r["per_trace"][0]["trace_gpu"] == "NVIDIA H100 80GB HBM3"
+    assert "recorded on 'NVIDIA H100 80GB HBM3', predicted here for h200 (--hw h100" in captured.err
+    assert r["gpu_warnings"] and "h100" in r["gpu_warnings"][0]
+    # on its own GPU, no warning; sized copies match by their bytes, and the error counts only what matched
+    sized = [*replay, {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy DtoD (Device -> Device)", "ts": 100.0,
+                       "dur": 9.0, "pid": 0, "tid": 7, "args": {"device": 0, "stream": 7, "bytes": 12_582_912}}]
+    trace = _kineto(tmp_path / "sized.json", "NVIDIA H100 80GB HBM3", sized)
+    assert main(["trace", "predict", trace, "--hw", "h100", "--json"]) == 0
+    captured = capsys.readouterr()
+    r = json.loads(captured.out)
+    assert "warning" not in captured.err and "gpu_warnings" not in r
+    assert r["matched_traced_s"] == pytest.approx(9e-6)
+    assert r["kernels_error_pct"] == pytest.approx(100 * (r["matched_predicted_s"] / 9e-6 - 1))
+    assert r["per_trace"][0]["launch_pct"] == pytest.approx(100 * 9 / (9 + 3.5 + 4.5 + 5.5))

@@ -13,7 +13,7 @@ from hwmodels.roofline import LaunchMode, kernel_time
 from hwmodels.spec import load_gpu
 from tests.conftest import ROOT
 from traces.formats import Trace, TracedKernel, read_trace
-from traces.matching import kind_of, match_kernels
+from traces.matching import LAUNCH, NAME, kind_of, match_kernels
 from traces.predict import TraceCalibrator, family_totals, predict_trace
 from workloads import tiles
 from workloads.attention_kernels import AttentionPrefill
@@ -178,3 +178,47 @@ def test_vllm_operators_varlen_attention_and_collectives(h200):
     p = predict_trace(Trace("c", "kineto", (nccl,)), gpu, calib, fabric, group_size=8)
     assert p.groups[0].predicted_s > 0 and p.unmatched_share == 0
     assert predict_trace(Trace("c", "kineto", (nccl,)), gpu, calib).unmatched_share == 1.0
+
+
+# PyTorch's pointwise kernels as CUPTI/Kineto and as Nsight spell them: each thread handles the kernel's template
+# count of values, so the grid and workgroup give the size without the operator's shapes
+_VECTORIZED = ("void at::native::vectorized_elementwise_kernel<4, at::native::BinaryFunctor<c10::BFloat16, "
+               "c10::BFloat16, c10::BFloat16, at::native::binary_internal::MulFunctor<float> >, std::array<char*, "
+               "3ul> >(int, at::native::BinaryFunctor<c10::BFloat16, c10::BFloat16, c10::BFloat16, "
+               "at::native::binary_internal::MulFunctor<float> >, std::array<char*, 3ul>)")
+_NSYS_FILL = ("void at::native::vectorized_elementwise_kernel<(int)8, at::native::FillFunctor<float>, "
+              "std::array<char *, (unsigned long)1>>(int, T2, T3)")
+_UNROLLED = ("void at::native::elementwise_kernel<128, 4, at::native::gpu_kernel_impl_nocast<at::native::"
+             "direct_copy_kernel_cuda(at::TensorIteratorBase&)::{lambda()#3}::operator()() const::{lambda()#12}::"
+             "operator()() const::{lambda(c10::Half)#1}>(at::TensorIteratorBase&, ...)")
+
+
+@pytest.mark.parametrize(("name", "grid", "block", "elements", "inputs", "dtype"), [
+    (_VECTORIZED, (4919, 1, 1), (128, 1, 1), 4919 * 128 * 4, 2, "bf16"),
+    (_NSYS_FILL, (3, 7, 1), (256, 1, 1), 21 * 256 * 8, 0, "fp32"),
+    (_UNROLLED, (1789, 1, 1), (128, 1, 1), 1789 * 128 * 4, 1, "fp16"),
+])
+def test_a_pointwise_kernel_without_shapes_is_sized_by_its_launch(h200, name, grid, block, elements, inputs, dtype):
+    kernel = TracedKernel(name, 0.0, 3e-5, "7", 0, grid=grid, block=block)
+    (group,) = match_kernels([kernel], h200[0])
+    assert group.method == LAUNCH and group.kernel == Elementwise(elements=elements, inputs=inputs, dtype=dtype)
+    (predicted,) = predict_trace(Trace("t", "nsys-sqlite", (kernel,)), *h200).groups
+    assert predicted.predicted_s > 0
+
+
+def test_copies_fills_and_replays_match_only_as_far_as_the_trace_tells(h200):
+    kernels = [TracedKernel("Memcpy DtoD (Device -> Device)", 0.0, 2e-5, "7", 0, kind="memcpy", bytes=5_114_880),
+               TracedKernel("[CUDA memset]", 1e-4, 2e-6, "7", 0, kind="memset", bytes=65_536),
+               TracedKernel("[CUDA memcpy Host-to-Device]", 2e-4, 1e-3, "7", 0, kind="memcpy", bytes=1 << 24),
+               TracedKernel("Memcpy DtoD (Device -> Device)", 3e-4, 2e-5, "7", 0, kind="memcpy"),
+               TracedKernel("_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1", 4e-4, 1e-4, "7", 0),
+               TracedKernel("nvjet_tst_192x192_64x4_2x1_v_bz_coopB_TNN", 5e-4, 1e-4, "7", 0, grid=(2, 66, 1),
+                            block=(384, 1, 1))]
+    copy, fill, host, sizeless, replay, gemm = match_kernels(kernels, h200[0])
+    assert copy.kernel == Copy(size_bytes=5_114_880) and copy.method == LAUNCH
+    assert fill.kernel == Elementwise(elements=65_536, inputs=0, dtype="int8") and fill.method == LAUNCH
+    assert host.kernel is None and "host" in host.reason and host.method == NAME
+    assert sizeless.kernel is None and "without its bytes" in sizeless.reason
+    assert replay.kernel is None and "graph replay" in replay.reason
+    # a library GEMM's grid gives its tiles, not its depth: left unmatched, never guessed
+    assert gemm.kernel is None and gemm.family == "gemm" and gemm.method == NAME

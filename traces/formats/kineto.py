@@ -28,6 +28,7 @@ from traces.formats.records import (
     integer,
     make_kernel,
     number,
+    one_line,
     optional_integer,
     quoted,
     seconds,
@@ -73,6 +74,10 @@ def read_kineto(path: str, data: object) -> Trace:
     if not isinstance(events, list):
         raise fail(path, "has no traceEvents list (not a Chrome trace from the PyTorch profiler)")
     out = Collector(path, "kineto")
+    devices = data.get("deviceProperties") if isinstance(data, dict) else None
+    if isinstance(devices, list) and devices and isinstance(devices[0], dict) and isinstance(devices[0].get("name"),
+                                                                                          str):
+        out.gpu_name = one_line(devices[0]["name"].strip())[:100]
     ops_by_id: dict[int, list[_Op]] = defaultdict(list)
     ops_by_thread: dict[tuple, list[_Op]] = defaultdict(list)
     launches: dict[int, _Launch] = {}
@@ -124,8 +129,10 @@ def _gpu_event(event: dict, kind: str) -> tuple[TracedKernel, int | None, int | 
     device = (optional_integer(event.get("pid")) or 0) if device is None else integer(device, "device")
     stream = args.get("stream", event.get("tid"))
     stream = str(stream) if isinstance(stream, int | float | str) and not isinstance(stream, bool) else ""
+    size = optional_integer(args.get("bytes")) if kind != "kernel" else None
     kernel = make_kernel(name=name, start_s=start * US, duration_s=duration_s, stream=stream, device=device,
-                         grid=triple(args.get("grid")), block=triple(args.get("block")), kind=kind)
+                         grid=triple(args.get("grid")), block=triple(args.get("block")), kind=kind,
+                         bytes=size if size is not None and size > 0 else None)
     return kernel, optional_integer(args.get("correlation")), _external_id(args)
 
 

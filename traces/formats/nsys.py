@@ -31,6 +31,7 @@ from traces.formats.records import (
     integer,
     make_kernel,
     number,
+    one_line,
     optional_integer,
     quoted,
     seconds,
@@ -88,6 +89,9 @@ def read_nsys_sqlite(path: str, connection: sqlite3.Connection) -> Trace:
             out.add(_kernel(values, name, "kernel", None if None in grid else grid, None if None in block else block))
         except BadRecord as bad:
             out.skip(f"{table} row {number_} ({quoted(name if name is not None else values[names[0]])}) {bad}")
+    if "target_info_gpu" in tables and "name" in _columns(connection, tables["target_info_gpu"]):
+        named = [n for (n,) in _rows(connection, tables["target_info_gpu"], ["name"]) if isinstance(n, str) and n]
+        out.gpu_name = one_line(named[0].strip())[:100] if named else ""
     if MEMCPY_TABLE.lower() in tables:
         _copies(path, connection, tables, out)
     if MEMSET_TABLE.lower() in tables:
@@ -122,13 +126,15 @@ def _name(values: dict, columns: list[str], strings: dict[int, str]) -> str | No
 
 
 def _kernel(values: dict, name: str, kind: str, grid=None, block=None) -> TracedKernel:
-    """One row with start and end in ns, deviceId and streamId, as a kernel."""
+    """One row with start and end in ns, deviceId and streamId (and a copy's or fill's bytes), as a kernel."""
     start_s, duration_s = span(values["start"], values["end"], NS)
     device = values.get("deviceId")
     stream = values.get("streamId")
+    size = optional_integer(values.get("bytes"))
     return make_kernel(name=name, start_s=start_s, duration_s=duration_s, kind=kind,
                        stream="" if stream is None else str(integer(stream, "streamId")),
-                       device=0 if device is None else integer(device, "deviceId"), grid=grid, block=block)
+                       device=0 if device is None else integer(device, "deviceId"), grid=grid, block=block,
+                       bytes=size if size else None)
 
 
 def _copies(path: str, connection: sqlite3.Connection, tables: dict[str, str], out: Collector) -> None:
@@ -143,7 +149,7 @@ def _copies(path: str, connection: sqlite3.Connection, tables: dict[str, str], o
         if {"id", "label"} <= set(_columns(connection, enum)):
             labels.update({i: v for i, v in _rows(connection, enum, ["id", "label"])
                            if isinstance(i, int) and isinstance(v, str)})
-    wanted = ["start", "end", *(c for c in ("deviceId", "streamId", "copyKind") if c in columns)]
+    wanted = ["start", "end", *(c for c in ("deviceId", "streamId", "copyKind", "bytes") if c in columns)]
     for number_, row in enumerate(_rows(connection, table, wanted), start=1):
         values = dict(zip(wanted, row, strict=True))
         kind = values.get("copyKind")
@@ -160,7 +166,7 @@ def _fills(connection: sqlite3.Connection, tables: dict[str, str], out: Collecto
     columns = _columns(connection, table)
     if not {"start", "end"} <= set(columns):
         return
-    wanted = ["start", "end", *(c for c in ("deviceId", "streamId") if c in columns)]
+    wanted = ["start", "end", *(c for c in ("deviceId", "streamId", "bytes") if c in columns)]
     for number_, row in enumerate(_rows(connection, table, wanted), start=1):
         try:
             out.add(_kernel(dict(zip(wanted, row, strict=True)), "[CUDA memset]", "memset"))
@@ -247,7 +253,14 @@ def _csv_kernel(row: list[str], column: dict[str, int], start_col: int, duration
     kind = "memcpy" if bare.startswith("CUDA memcpy") else "memset" if bare.startswith("CUDA memset") else "kernel"
     device = row[column["Device"]].strip() if "Device" in column else ""
     match = _DEVICE.search(device)
-    return make_kernel(name=name, start_s=start * start_unit, duration_s=duration_s,
+    size = None  # "Bytes (MB)", in 10^6 bytes to three decimals: a copy's size to the kilobyte
+    if kind != "kernel" and "Bytes (MB)" in column:
+        megabytes = row[column["Bytes (MB)"]].strip()
+        try:
+            size = round(float(megabytes) * 1e6) or None if megabytes else None
+        except ValueError:
+            size = None
+    return make_kernel(name=name, start_s=start * start_unit, duration_s=duration_s, bytes=size,
                        stream=row[column["Strm"]].strip() if "Strm" in column else "",
                        device=integer(next(g for g in match.groups() if g is not None), "Device") if match else 0,
                        grid=cells(("GrdX", "GrdY", "GrdZ")) if kind == "kernel" else None,

@@ -43,6 +43,7 @@ class TracedKernel:
     grid: tuple[int, int, int] | None = None  # workgroups (blocks) per dimension
     block: tuple[int, int, int] | None = None  # threads per workgroup per dimension
     kind: str = "kernel"  # "kernel", "memcpy" or "memset": copies and fills are GPU time too
+    bytes: int | None = None  # a copy's or fill's bytes, where the profiler records them
 
     def __post_init__(self):
         if not (math.isfinite(self.start_s) and math.isfinite(self.duration_s) and self.duration_s > 0
@@ -67,6 +68,7 @@ class Trace:
     kernels: tuple[TracedKernel, ...]
     skipped: int = 0  # records dropped as malformed
     skipped_reasons: tuple[str, ...] = ()  # up to five examples, each naming its record
+    gpu_name: str = ""  # the GPU the file names (Kineto's deviceProperties, Nsight's TARGET_INFO_GPU), "" if none
 
     def busy_s(self) -> float:
         """GPU-busy time: the union of the activities' intervals on each device, summed over devices."""
@@ -101,6 +103,7 @@ class Collector:
         self.kernels: list[TracedKernel] = []
         self.skipped = 0
         self.reasons: list[str] = []
+        self.gpu_name = ""  # the GPU the file says it was recorded on, where it says
 
     def add(self, kernel: TracedKernel) -> None:
         """Keep one good record."""
@@ -120,7 +123,7 @@ class Collector:
                 raise fail(self.path, self.reasons[0] + more)
             raise fail(self.path, nothing)
         ordered = sorted(self.kernels, key=lambda k: (k.start_s, k.device, k.stream, k.name))
-        return Trace(self.path, self.format, tuple(ordered), self.skipped, tuple(self.reasons))
+        return Trace(self.path, self.format, tuple(ordered), self.skipped, tuple(self.reasons), self.gpu_name)
 
 
 def make_kernel(**fields) -> TracedKernel:
