@@ -27,9 +27,12 @@ combine; a library's workspace fill) and maps each group to a kernel kind of `wo
   input tensor's bytes over the group (its size is not in the trace: the caller gives it, else the group stays
   unpredicted).
 
-Kernels without an operator (a trace without shapes, a graph replay, Nsight or rocprof traces) match by name
-only to a family and are left unpredicted, with the reason; so is any operator the table does not hold.
-Nothing is dropped: every kernel is in exactly one group, matched or not.
+Kernels without an operator's shapes (a trace without shapes, a graph replay, Nsight or rocprof traces) match
+by their launch where it tells their size (`launch_kind`: a device copy or fill of recorded bytes; PyTorch's
+pointwise kernels by grid, workgroup and the per-thread count in their name), else by name only to a family,
+left unpredicted with the reason; so is any operator the table does not hold. Each group says how it was matched
+(`KernelGroup.method`: `SHAPES`, `LAUNCH` or `NAME`). Nothing is dropped: every kernel is in exactly one group,
+matched or not.
 """
 
 from __future__ import annotations
