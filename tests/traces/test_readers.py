@@ -125,13 +125,15 @@ def test_kineto_without_external_ids_takes_the_innermost_op_on_the_launching_thr
 
 def test_kineto_older_categories_and_a_bare_event_list(write):
     # Kineto before the lower-case categories: "Kernel", "Runtime", "Operator", "external id"
-    events = [_event("Operator", "aten::mm", 0, 50, **{"external id": 3, "Input Dims": [[2, 2], [2, 2]]}),
+    # and its ops' shapes under "Input dims"
+    events = [_event("Operator", "aten::mm", 0, 50, **{"external id": 3, "Input dims": [[2, 3], [3, 5]]}),
               _event("Runtime", "cudaLaunchKernel", 5, 5, **{"external id": 3, "correlation": 4}),
               _event("Kernel", "gemm", 12, 2.5, tid=7, correlation=4, device=1, stream=7),
-              _event("Memcpy", "Memcpy DtoD (Device -> Device)", 20, 1.0, tid=7, device=1, stream=7)]
+              _event("Memcpy", "Memcpy DtoD (Device -> Device)", 20, 1.0, tid=7, device=1, stream=7, bytes=4096)]
     trace = read_trace(write(json.dumps(events)))
-    assert [(k.name, k.kind, k.device, k.op) for k in trace.kernels] == [
-        ("gemm", "kernel", 1, "aten::mm"), ("Memcpy DtoD (Device -> Device)", "memcpy", 1, None)]
+    assert [(k.name, k.kind, k.device, k.op, k.shapes, k.bytes) for k in trace.kernels] == [
+        ("gemm", "kernel", 1, "aten::mm", ((2, 3), (3, 5)), None),
+        ("Memcpy DtoD (Device -> Device)", "memcpy", 1, None, None, 4096)]
 
 
 # ---- Nsight Systems
