@@ -122,22 +122,43 @@ def collective_sweep(hw: str, *, tp: int, op: str, sizes: list[int], launch: str
             "variants": [v[0] for v in variants], "rows": rows}
 
 
-def write_sweep_chart(sweep: dict[str, Any], out_dir: str) -> Path:
-    """A plotly chart of speedup over the ring for each variant, written atomically as HTML."""
-    import plotly.graph_objects as go
+def binary_size(size: int) -> str:
+    """Bytes in the largest binary unit that keeps a whole number or one decimal: 4 KiB, 1 MiB, 1.5 GiB."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size >= scale:
+            value = size / scale
+            return f"{value:.0f} {unit}" if value == int(value) else f"{value:.1f} {unit}"
+    return f"{size} B"
 
-    from infersim.output_paths import atomic_write, check_folder
+
+def sweep_figure(sweep: dict[str, Any]) -> Any:
+    """Speedup over the ring against message size, one line per variant, the sizes labelled in binary units."""
+    import plotly.graph_objects as go
+    from plotly.colors import qualitative
 
     figure = go.Figure()
     sizes = [row["bytes"] for row in sweep["rows"]]
-    for variant in sweep["variants"]:
+    for i, variant in enumerate(sweep["variants"]):
+        colour = qualitative.Dark24[i % len(qualitative.Dark24)]
         figure.add_trace(go.Scatter(x=sizes, y=[row[f"{variant}_speedup"] for row in sweep["rows"]],
-                                    mode="lines+markers", name=variant))
+                                    mode="lines+markers", name=variant, line={"color": colour},
+                                    marker={"color": colour, "symbol": i // len(qualitative.Dark24)}))
+    step = max(1, len(sizes) // 12)  # at most about a dozen labels
+    ticks = sizes[::step]
     figure.update_layout(
         title=f"{sweep['op']} on {sweep['platform']}, TP{sweep['tp']}: speedup over the ring ({sweep['launch_mode']})",
-        xaxis={"title": "message size (bytes)", "type": "log"},
+        xaxis={"title": "message size (bytes, binary units)", "type": "log", "tickvals": ticks,
+               "ticktext": [binary_size(s) for s in ticks]},
         yaxis={"title": "speedup over ring (x)"},
     )
+    return figure
+
+
+def write_sweep_chart(sweep: dict[str, Any], out_dir: str) -> Path:
+    """A plotly chart of speedup over the ring for each variant (`sweep_figure`), written atomically as HTML."""
+    from infersim.output_paths import atomic_write, check_folder
+
+    figure = sweep_figure(sweep)
     out = check_folder(out_dir, "--out")
     out.mkdir(parents=True, exist_ok=True)
     target = out / f"collective-{sweep['platform']}-tp{sweep['tp']}-{sweep['op']}.html"

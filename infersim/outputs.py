@@ -291,5 +291,28 @@ def report_figure(result: SimulationResult) -> Any:
     for (row, col), (x_title, y_title) in AXIS_TITLES.items():
         figure.update_xaxes(title_text=x_title, row=row, col=col)
         figure.update_yaxes(title_text=y_title, row=row, col=col)
-    figure.update_layout(title=f"infersim run: {result.scenario.name}", height=1100, showlegend=True)
+    figure.update_layout(title=f"infersim run: {result.scenario.name}<br><sup>{headline(result.summary)}</sup>",
+                         height=1100, showlegend=True)
     return figure
+
+
+def headline(summary: dict[str, Any]) -> str:
+    """The run's headline numbers in one line, as the page's subtitle."""
+    def get(key: str, part: str | None = None) -> float | None:
+        value = summary.get(key)
+        value = value.get(part) if part and isinstance(value, dict) else value
+        return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
+
+    items = [("throughput", get("total_tok_per_s_per_gpu"), "{:,.0f} tok/s/GPU"),
+             ("output", get("output_tok_per_s_per_gpu"), "{:,.0f} tok/s/GPU"),
+             ("TTFT p50", get("ttft_s", "p50"), "ms"), ("TTFT p90", get("ttft_s", "p90"), "ms"),
+             ("TPOT p50", get("tpot_s", "p50"), "ms"), ("TPOT p90", get("tpot_s", "p90"), "ms"),
+             ("interactivity p90", get("interactivity_tok_per_s_per_user", "p90"), "{:,.1f} tok/s/user"),
+             ("requests", get("requests_completed"), "{:,.0f}"), ("simulated", get("simulated_s"), "{:,.0f} s")]
+    shown = []
+    for label, value, unit in items:
+        if value is None:
+            continue
+        text = f"{value * 1e3:,.1f} ms" if unit == "ms" else unit.format(value)
+        shown.append(f"{label} {text}")
+    return ", ".join(shown)

@@ -91,10 +91,12 @@ def sweep_figure(stats: Sequence[Mapping[str, Any]], grid_keys: Sequence[str], t
             figure.add_scatter(
                 x=[s[INTERACTIVITY] for s in members], y=[s[metric] for s in members], mode="markers", name=name,
                 legendgroup=name, showlegend=col == 1, marker={"size": 7, "opacity": 0.75, "color": colour},
-                text=[_hover(s, grid_keys) for s in members],
+                text=[_hover(s, grid_keys) + _interval_text(s, metric) for s in members],
                 hovertemplate=f"%{{text}}<br>{X_TITLE}: %{{x:.4g}}<br>{y_title}: %{{y:.4g}}<extra></extra>",
-                error_x=_error_bars([s[f"{INTERACTIVITY}_ci"] for s in members]),
-                error_y=_error_bars([s[f"{metric}_ci"] for s in members]), row=1, col=col)
+                error_x=_error_bars([s[f"{INTERACTIVITY}_ci"] for s in members],
+                                    [s[INTERACTIVITY] for s in members]),
+                error_y=_error_bars([s[f"{metric}_ci"] for s in members], [s[metric] for s in members]),
+                row=1, col=col)
         front = frontier_records(stats, metric)
         figure.add_scatter(x=[s[INTERACTIVITY] for s in front], y=[s[metric] for s in front], mode="lines+markers",
                            name="Pareto frontier", legendgroup="frontier", showlegend=col == 1,
@@ -147,10 +149,26 @@ def _hover(stat: Mapping[str, Any], grid_keys: Sequence[str]) -> str:
     return "<br>".join(lines)
 
 
-def _error_bars(halves: Sequence[float | None]) -> dict[str, Any]:
+def _error_bars(halves: Sequence[float | None], values: Sequence[float | None] | None = None) -> dict[str, Any]:
+    """95 % half-widths as error bars; with `values` (a quantity that cannot be negative: throughput, tokens per
+    dollar, interactivity), the lower bar stops at zero, where a few seeds' Student t interval would reach past it
+    (the hover gives the interval as computed)."""
     if all(h is None for h in halves):
         return {"visible": False}
-    return {"type": "data", "array": [0.0 if h is None else h for h in halves], "visible": True}
+    upper = [0.0 if h is None else h for h in halves]
+    bars: dict[str, Any] = {"type": "data", "array": upper, "visible": True}
+    if values is not None:
+        bars["symmetric"] = False
+        bars["arrayminus"] = [h if v is None or v <= 0 else min(h, v) for h, v in zip(upper, values, strict=True)]
+    return bars
+
+
+def _interval_text(stat: Mapping[str, Any], key: str) -> str:
+    """'95 % interval [lo, hi]' of a point's metric, as computed (negative lower ends included)."""
+    half, value = stat.get(f"{key}_ci"), stat.get(key)
+    if half is None or value is None:
+        return ""
+    return f"<br>95 % interval of {key}: [{value - half:.4g}, {value + half:.4g}]"
 
 
 def _plain(value: Any) -> Any:

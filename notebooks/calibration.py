@@ -36,6 +36,7 @@ from plotly.subplots import make_subplots
 import validation
 from hwmodels.calibration import cost_model_chosen, load_calibration
 from hwmodels.spec import load_gpu
+from infersim.figure_checks import figure_problems
 from traces.formats import read_trace
 from traces.predict import TraceCalibrator, family_totals, predict_trace
 from validation.report import compare_all
@@ -74,6 +75,7 @@ figure.add_trace(go.Scatter(x=[low, high], y=[low, high], mode="lines", name="pr
                             line={"dash": "dot", "color": "gray"}))
 figure.update_layout(title="H200: every measured kernel row against the model", xaxis_title="measured (µs)",
                      yaxis_title="predicted (µs)", xaxis_type="log", yaxis_type="log")
+assert not figure_problems(figure), figure_problems(figure)  # infersim.figure_checks
 figure.write_html(OUT / "calibration_kernel_rows.html", include_plotlyjs=True)
 
 # %% [markdown]
@@ -126,4 +128,5 @@ figure.update_yaxes(title_text="step error (%)", row=1, col=1)
 figure.update_xaxes(title_text="kernel family (infersim name)", row=1, col=2)
 figure.update_yaxes(title_text="predicted over traced (ratio)", row=1, col=2)
 figure.update_layout(title="H200 engine steps: the model and a calibration fitted on half of them", barmode="group")
+assert not figure_problems(figure), figure_problems(figure)  # infersim.figure_checks
 figure.write_html(OUT / "calibration_engine_steps.html", include_plotlyjs=True)

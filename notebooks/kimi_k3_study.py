@@ -42,6 +42,7 @@ from plotly.colors import qualitative
 from plotly.subplots import make_subplots
 
 from infersim.compare import compare, load_changes
+from infersim.figure_checks import figure_problems
 from infersim.pareto import frontier, read_frontier
 from infersim.sweep import run_sweep
 from simulator.replicates import t_interval
@@ -108,11 +109,13 @@ for name, points in platforms.items():
                          row=1, col=col)
         reading = read_frontier(list(points[X]), list(points[metric]), TARGET)
         readings[(name, metric)] = None if reading is None else reading.value
+for col in (1, 2):
     figure.update_xaxes(title_text="P90 interactivity (tok/s/user)", row=1, col=col)
 figure.add_vline(x=TARGET, line_dash="dot", line_color="gray")
 figure.update_yaxes(title_text="total tokens per GPU (tok/s)", row=1, col=1)
 figure.update_yaxes(title_text="tokens per dollar (tok/$)", row=1, col=2)
 figure.update_layout(title="Kimi K3 agentic serving: 8x MI355X (recipe) against 8x B300 (recipe), 95 % intervals")
+assert not figure_problems(figure), figure_problems(figure)  # infersim.figure_checks
 figure.write_html(OUT / "kimi_k3_frontier.html", include_plotlyjs=True)
 
 # %% [markdown]
@@ -168,6 +171,7 @@ for col, label in enumerate(METRICS.values(), start=1):
 figure.update_yaxes(title_text="design change (overlay)", row=1, col=1)
 figure.update_layout(title="Kimi K3 on 8x MI355X: each mechanism's delta, mean and 95 % interval over 6 seeds "
                            "(gray: not significant)")
+assert not figure_problems(figure), figure_problems(figure)  # infersim.figure_checks
 figure.write_html(OUT / "kimi_k3_mechanisms.html", include_plotlyjs=True)
 mechanisms.pivot(index="change", columns="metric", values="delta_pct").round(1)
 
@@ -212,6 +216,7 @@ figure.update_yaxes(title_text="throughput per GPU vs DCP1 (%)", row=1, col=1)
 figure.update_yaxes(title_text="P90 interactivity (tok/s/user)", row=1, col=2)
 figure.update_layout(title="Kimi K3 on 8x MI355X: draft depth x DCP width (16 agentic sessions, 95 % intervals; "
                            "left: paired with DCP1 on the same seeds)")
+assert not figure_problems(figure), figure_problems(figure)  # infersim.figure_checks
 figure.write_html(OUT / "kimi_k3_drafts_dcp.html", include_plotlyjs=True)
 deltas.pivot(index="spec_decode.drafts", columns="parallel.dcp", values="verdict")
 

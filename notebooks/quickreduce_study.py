@@ -35,7 +35,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from infersim.collective_queries import collective_sweep
+from infersim.collective_queries import binary_size, collective_sweep
+from infersim.figure_checks import figure_problems
 from simulator.scenario import load_scenario
 from simulator.simulate import simulate
 
@@ -64,9 +65,11 @@ for col, sweep in enumerate(sweeps.values(), start=1):
         figure.add_trace(go.Scatter(x=sizes_mib, y=[row[f"{variant}_speedup"] for row in sweep["rows"]],
                                     mode="lines+markers", name=variant, legendgroup=variant, showlegend=col == 1),
                          row=1, col=col)
-    figure.update_xaxes(title_text="message size (MiB)", type="log", row=1, col=col)
+    figure.update_xaxes(title_text="message size", type="log", tickvals=sizes_mib[::2],
+                        ticktext=[binary_size(int(s * MIB)) for s in sizes_mib[::2]], row=1, col=col)
 figure.update_yaxes(title_text="speedup over the ring (x)", row=1, col=1)
 figure.update_layout(title="QuickReduce codecs over the ring on MI355X, bf16 all-reduce, graph launches")
+assert not figure_problems(figure), figure_problems(figure)  # infersim.figure_checks
 figure.write_html(OUT / "quickreduce_speedup.html", include_plotlyjs=True)
 
 table = pd.DataFrame([{"tp": tp, "size_MiB": row["bytes"] / MIB,
@@ -117,5 +120,6 @@ for codec in ("int8", "int4"):
     figure.add_trace(go.Bar(x=part["model"], y=part["TPOT p50 (s) change (%)"], name=f"QuickReduce {codec}"))
 figure.update_layout(title="End-to-end: TPOT p50 change with QuickReduce on 8x MI355X (TP8)",
                      xaxis_title="model (catalog name)", yaxis_title="TPOT p50 change (%)", barmode="group")
+assert not figure_problems(figure), figure_problems(figure)  # infersim.figure_checks
 figure.write_html(OUT / "quickreduce_end_to_end.html", include_plotlyjs=True)
 print(f"notebook ran in {time.monotonic() - started:.0f} s; figures in {OUT}")

@@ -109,24 +109,36 @@ def render_markdown(hw: str, rows: Sequence[Comparison]) -> str:
     return "\n".join(lines) + "\n"
 
 
+_SYMBOLS = ("circle", "square", "diamond", "triangle-up", "cross")
+
+
 def figure(hw: str, rows: Sequence[Comparison]):
     """Predicted against measured time, log-log, one trace per family, with the y = x line."""
     import plotly.graph_objects as go
+    from plotly.colors import qualitative
 
     fig = go.Figure()
     groups: dict[str, list[Comparison]] = {}
     for r in rows:
         groups.setdefault(r.group, []).append(r)
-    for name, members in sorted(groups.items()):
+    palette = qualitative.Dark24
+    for i, (name, members) in enumerate(sorted(groups.items())):
+        # a colour and a symbol per family (24 colours, then the next symbol); the hover says which rows were fitted
+        symbol = _SYMBOLS[(i // len(palette)) % len(_SYMBOLS)]
         fig.add_trace(go.Scatter(
             x=[r.measured_s * 1e6 for r in members], y=[r.predicted_s * 1e6 for r in members], mode="markers",
             name=name, text=[f"{r.label} ({r.error * 100:+.1f}%){' fitted' if r.fitted else ''}" for r in members],
-            marker={"symbol": ["diamond" if r.fitted else "circle" for r in members]}))
+            marker={"color": palette[i % len(palette)], "symbol": symbol, "size": 8,
+                    "line": {"width": 1, "color": "black"},
+                    "opacity": 0.85}))
     low = min(min(r.measured_s, r.predicted_s) for r in rows) * 1e6 / 1.5
     high = max(max(r.measured_s, r.predicted_s) for r in rows) * 1e6 * 1.5
     fig.add_trace(go.Scatter(x=[low, high], y=[low, high], mode="lines", name="predicted = measured",
                              line={"dash": "dash", "color": "gray"}))
-    fig.update_layout(title=f"infersim: predicted against measured kernel and collective times, {hw}",
+    errors = sorted(abs(r.error) * 100 for r in rows)
+    median = errors[len(errors) // 2] if len(errors) % 2 else sum(errors[len(errors) // 2 - 1:len(errors) // 2 + 1]) / 2
+    fig.update_layout(title=f"infersim: predicted against measured kernel and collective times, {hw}: {len(rows)} "
+                            f"rows, median |error| {median:.1f} %",
                       xaxis={"type": "log", "title": {"text": "measured time (µs)"}},
                       yaxis={"type": "log", "title": {"text": "predicted time (µs)"}}, height=800)
     return fig

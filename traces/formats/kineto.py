@@ -171,8 +171,8 @@ def _op(event: dict, by_id: dict[int, list[_Op]], by_thread: dict[tuple, list[_O
         duration = number(event.get("dur", 0), "dur")
     except BadRecord:
         return
-    op = _Op(name, start, start + max(duration, 0.0), _thread(event), _shapes(args.get("Input Dims", args.get("Input dims"))),
-             _dtypes(args.get("Input type")))  # "Input dims": Kineto of 2021
+    dims = args.get("Input Dims", args.get("Input dims"))  # "Input dims": Kineto of 2021
+    op = _Op(name, start, start + max(duration, 0.0), _thread(event), _shapes(dims), _dtypes(args.get("Input type")))
     external_id = _external_id(args)
     if external_id is not None:
         by_id[external_id].append(op)
