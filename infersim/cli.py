@@ -282,6 +282,15 @@ def _parser() -> argparse.ArgumentParser:
     tp.add_argument("--html", default=None, metavar="FILE", help="also write a plotly page of the comparison")
     tp.add_argument("--group-size", type=whole_type(GROUP), default=None, metavar="N",
                     help="ranks of the traced collectives (default: the trace's GPUs when it holds several)")
+    tp.add_argument("--model", default=None,
+                    help="the catalog model the traces ran: kernels with no shapes and no size in their launch (a "
+                         "graph replay) are matched, in order, to the launches of its step (give the step's batch "
+                         "with --decode and --prefill, its layout with --tp, --ep, --dcp)")
+    _parallel_flags(tp)
+    tp.add_argument("--decode", metavar="NxCONTEXT", help="with --model: the traced step's decodes, e.g. 32x1024")
+    tp.add_argument("--prefill", metavar="NxTOKENS[@CACHED]", help="with --model: the traced step's prefill chunks")
+    tp.add_argument("--option", action="append", default=[], metavar="KEY=VALUE",
+                    help="with --model: a key of the scenario's kernels section, e.g. mla_num_splits=4")
     tp.add_argument("--json", action="store_true", help="print one JSON object")
     _cost_model_flag(tp)
 
@@ -400,8 +409,14 @@ def _dispatch(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     if args.command == "trace":
         from infersim.trace_queries import trace_predict_query
 
+        step = None
+        if args.model is not None:
+            step = {"model": args.model, "tp": args.tp, "dcp": args.dcp, "ep": args.ep, "decode": args.decode,
+                    "prefill": args.prefill, "options": args.option}
+        elif args.decode or args.prefill or args.option:
+            raise ValueError("--decode, --prefill and --option describe the traced step of --model: give --model")
         result = trace_predict_query(args.files, args.hw, args.calibration, args.step_times, args.html,
-                                     args.group_size)
+                                     args.group_size, step=step)
         return result, f"Traces against the model on {args.hw}"
     if args.command == "calibrate":
         from infersim.trace_queries import calibrate_query

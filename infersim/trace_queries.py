@@ -24,7 +24,22 @@ TOP_UNMATCHED = 10
 STEP_TIMES_MAX_BYTES = 100_000_000  # assumption: a step per trace, a line each; far fewer bytes than this
 
 
-def _load(files: Sequence[str], hw: str, calibration: str | None, group_size: int | None = None):
+def _plan(step: dict[str, Any] | None, hw: str):
+    """The step plan the traces ran (`trace predict --model ...`), or None."""
+    if step is None:
+        return None
+    from infersim.workload_queries import _step
+    from workloads.layers import build_step
+
+    if not (step.get("decode") or step.get("prefill")):
+        raise ValueError("--model needs the traced step's batch: --decode NxCONTEXT and/or --prefill NxTOKENS")
+    parts, batch = _step(step["model"], hw, step["tp"], step["dcp"], step["ep"], step["decode"], step["prefill"],
+                         None, 0, tuple(step["options"]), None, None)
+    return build_step(batch, parts.deployment)
+
+
+def _load(files: Sequence[str], hw: str, calibration: str | None, group_size: int | None = None,
+          step: dict[str, Any] | None = None):
     """Each trace predicted; collectives over `group_size` ranks of the GPU's node (None: each trace's own device
     count when it holds more than one GPU, else collectives stay unpredicted)."""
     from hwmodels.calibration import load_calibration
@@ -40,17 +55,20 @@ def _load(files: Sequence[str], hw: str, calibration: str | None, group_size: in
         raise ValueError(f"--group-size must be at least 2, got {group_size}")
     gpu = load_gpu(hw)
     calib = load_calibration(hw, calibration)
+    plan = _plan(step, hw)
     predictions = []
     for f in files:
         trace = read_trace(f)
-        ranks = group_size or (len(trace.devices()) if len(trace.devices()) > 1 else None)
+        # the traced collectives' ranks: as given, else the trace's GPUs, else the traced step's tensor parallelism
+        ranks = group_size or (len(trace.devices()) if len(trace.devices()) > 1 else None) or (
+            step["tp"] if step is not None and step["tp"] > 1 else None)
         fabric = None
         if ranks is not None:
             platform = load_platform(platform_for(hw, ranks))
             if ranks > platform.gpus:
                 raise ValueError(f"--group-size {ranks}: {platform.name} has {platform.gpus} GPUs")
             fabric = build_fabric(platform, gpu)
-        predictions.append(predict_trace(trace, gpu, calib, fabric, ranks))
+        predictions.append(predict_trace(trace, gpu, calib, fabric, ranks, plan))
     return predictions, calib
 
 
@@ -128,6 +146,7 @@ def _method_pcts(predictions) -> dict[str, float]:
 
 
 def _trace_row(p, measured_s: float | None, calibrated_s: float | None = None) -> dict[str, Any]:
+    from traces.alignment import ALIGNED
     from traces.matching import LAUNCH, SHAPES
 
     row: dict[str, Any] = {
@@ -139,7 +158,8 @@ def _trace_row(p, measured_s: float | None, calibrated_s: float | None = None) -
         "unmatched_pct": 100.0 * p.unmatched_share,
         # how the matched time was matched (`traces.matching`: operator shapes exact, launch geometry estimated)
         "shapes_pct": 100.0 * p.method_shares().get(SHAPES, 0.0),
-        "launch_pct": 100.0 * p.method_shares().get(LAUNCH, 0.0), "skipped_records": p.trace.skipped}
+        "launch_pct": 100.0 * p.method_shares().get(LAUNCH, 0.0),
+        "aligned_pct": 100.0 * p.method_shares().get(ALIGNED, 0.0), "skipped_records": p.trace.skipped}
     if p.trace.gpu_name:
         row["trace_gpu"] = p.trace.gpu_name
     if measured_s is not None:
@@ -175,14 +195,16 @@ def _unmatched_rows(predictions) -> list[dict[str, Any]]:
 
 def trace_predict_query(files: Sequence[str], hw: str, calibration: str | None = None,
                         step_times: str | None = None, html: str | None = None,
-                        group_size: int | None = None) -> dict[str, Any]:
-    """Per trace and per family, the model's time against the traced; the unmatched kernels with their share."""
+                        group_size: int | None = None, step: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Per trace and per family, the model's time against the traced; the unmatched kernels with their share.
+    `step` (model, tp, dcp, ep, decode, prefill, options): the step the traces ran, to align their unsized kernels
+    with."""
     measured = read_step_times(step_times, files)
     if html is not None:
         from infersim.output_paths import write_target
 
         write_target(html, "--html")
-    predictions, calib = _load(files, hw, calibration, group_size)
+    predictions, calib = _load(files, hw, calibration, group_size, step)
     traces = [_trace_row(p, measured[i] if measured else None) for i, p in enumerate(predictions)]
     traced = sum(p.traced_s for p in predictions)
     result: dict[str, Any] = {

@@ -113,6 +113,8 @@ class KernelGroup:
     # how the kind and its size were found: `SHAPES` (the launching operator's recorded shapes), `LAUNCH` (the
     # kernel's name and its launch: grid and workgroup, or a copy's bytes), or `NAME` (its family only, unmatched)
     method: str = ""
+    launch: int | None = None  # which of the kind's launches the group is (a match by the step's order); None: all
+    host_copy_bytes: int | None = None  # a copy to or from host memory over the GPU's host link, of these bytes
 
     @property
     def name(self) -> str:
@@ -124,7 +126,7 @@ class KernelGroup:
 
     @property
     def matched(self) -> bool:
-        return self.kernel is not None or self.collective is not None
+        return self.kernel is not None or self.collective is not None or self.host_copy_bytes is not None
 
 
 SHAPES = "operator shapes"  # exact: what the operator computed, from its recorded input shapes
@@ -163,6 +165,8 @@ def _group(kernels: tuple[TracedKernel, ...], gpu: GPU, group_size: int | None) 
     if first.op in COLLECTIVE_OPS and first.shapes is not None:
         return _collective_group(kernels, first, group_size)
     if first.op is None or first.shapes is None:
+        if first.kind == "memcpy" and first.bytes is not None and _HOST.search(first.name):
+            return KernelGroup(kernels, "host_copy", None, method=LAUNCH, host_copy_bytes=first.bytes)
         kind, why = launch_kind(first)
         if kind is not None:
             return KernelGroup(kernels, _kind_family(kind), kind, method=LAUNCH)
@@ -198,6 +202,7 @@ _NAME_DTYPES = (("c10::BFloat16", Dtype.BF16), ("__nv_bfloat16", Dtype.BF16), ("
                 ("c10::Half", Dtype.FP16), ("__half", Dtype.FP16), ("c10::Float8_e4m3", Dtype.FP8),
                 ("double", Dtype.FP32), ("float", Dtype.FP32))
 _FILL = re.compile(r"FillFunctor|fill", re.I)
+_HOST = re.compile(r"host|pinned|pageable|HtoD|DtoH", re.I)  # a copy's name that says one side is host memory
 _INPUTS_BY_FUNCTOR = ((re.compile(r"BinaryFunctor|CUDAFunctor_add<|CompareFunctor|BitwiseAndFunctor|"
                                   r"BitwiseOrFunctor|where_kernel"), 2),)
 
@@ -211,8 +216,8 @@ def launch_kind(kernel: TracedKernel) -> tuple[KernelKind | None, str]:
             return None, f"a {kernel.kind} without its bytes in the trace"
         if kernel.kind == "memset":
             return Elementwise(elements=kernel.bytes, inputs=0, dtype=Dtype.INT8), ""
-        if re.search(r"host|pinned|pageable|HtoD|DtoH", kernel.name, re.I):
-            return None, "a copy to or from the host (PCIe): the model times device work"
+        if _HOST.search(kernel.name):
+            return None, "a copy to or from the host (PCIe)"
         return Copy(size_bytes=kernel.bytes), ""
     if kernel.grid is None or kernel.block is None:
         return None, "no launching operator with shapes, and no grid in the trace (a graph replay)"

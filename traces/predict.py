@@ -23,14 +23,16 @@ from pathlib import Path
 
 from compiled.launch_time import launch_times
 from hwmodels.calibration import DEFAULT, Calibration
-from hwmodels.interconnect import Fabric
+from hwmodels.interconnect import PCIE_EFFICIENCY, Fabric
 from hwmodels.roofline import Bound, LaunchMode, launch_overhead_s
 from hwmodels.spec import GPU
 from simulator.cost.collective_policy import collective_time
 from simulator.cost.workgroup_des import dispatch_s
+from traces.alignment import ALIGNED, align
 from traces.formats import Trace
 from traces.matching import NAME, KernelGroup, match_kernels
 from workloads.kernel_base import KernelKind
+from workloads.step import StepPlan
 
 
 @dataclass(frozen=True)
@@ -147,11 +149,12 @@ def family_totals(predictions: Sequence[TracePrediction]) -> dict[str, FamilyTot
     return {f: FamilyTotals(f, *row) for f, row in sorted(acc.items(), key=lambda kv: -(kv[1][1] + kv[1][3]))}
 
 
-def kind_busy_s(kind: KernelKind, gpu: GPU, calib: Calibration) -> tuple[float, str]:
-    """The model's seconds of a kind's launches without their launch overheads (a profiler's kernel time), and
-    the bound of the longest launch."""
+def kind_busy_s(kind: KernelKind, gpu: GPU, calib: Calibration, launch: int | None = None) -> tuple[float, str]:
+    """The model's seconds of a kind's launches (or of its `launch`-th alone) without their launch overheads (a
+    profiler's kernel time), and the bound of the longest launch."""
     total, longest, bound = 0.0, -1.0, ""
-    for t in launch_times(kind, gpu, calib, LaunchMode.GRAPH, dispatch_s):
+    times = launch_times(kind, gpu, calib, LaunchMode.GRAPH, dispatch_s)
+    for t in times if launch is None else times[launch:launch + 1]:
         busy = t.time_s - t.launch_s
         total += busy
         if busy > longest:
@@ -160,13 +163,18 @@ def kind_busy_s(kind: KernelKind, gpu: GPU, calib: Calibration) -> tuple[float, 
 
 
 def predict_trace(trace: Trace, gpu: GPU, calib: Calibration, fabric: Fabric | None = None,
-                  group_size: int | None = None) -> TracePrediction:
+                  group_size: int | None = None, plan: StepPlan | None = None) -> TracePrediction:
     """Every kernel group of the trace with the model's time on `gpu` under `calib`; collectives over
-    `group_size` ranks on `fabric` (without them, collectives stay unpredicted)."""
-    memo: dict[KernelKind, tuple[float, str]] = {}  # a step repeats its shapes layer after layer
+    `group_size` ranks on `fabric` (without them, collectives stay unpredicted). With `plan` (the step the trace
+    ran), kernels that neither shapes nor their launch size take the launch they align with in the plan's order
+    (`traces.alignment`)."""
+    memo: dict[tuple[KernelKind, int | None], tuple[float, str]] = {}  # a step repeats its shapes layer by layer
     node_s = launch_overhead_s(gpu, calib, LaunchMode.GRAPH)
 
     def predicted(group: KernelGroup) -> GroupPrediction:
+        if group.host_copy_bytes is not None:  # over the host link at the rate the serving loop's KV offload takes
+            return GroupPrediction(group, group.host_copy_bytes / (gpu.host_link_bytes_per_s * PCIE_EFFICIENCY),
+                                   "memory")
         if group.collective is not None and fabric is not None:
             # the collective's time less one launch: a profiler's kernel starts when the kernel does
             t = collective_time(group.collective, fabric, gpu, calib, mode=LaunchMode.GRAPH).time_s
@@ -176,12 +184,34 @@ def predict_trace(trace: Trace, gpu: GPU, calib: Calibration, fabric: Fabric | N
                 group = dataclasses.replace(group, collective=None, reason="a collective needs the platform's "
                                                                           "links")
             return GroupPrediction(group, None)
-        if group.kernel not in memo:
-            memo[group.kernel] = kind_busy_s(group.kernel, gpu, calib)
-        return GroupPrediction(group, *memo[group.kernel])
+        key = (group.kernel, group.launch)
+        if key not in memo:
+            memo[key] = kind_busy_s(group.kernel, gpu, calib, group.launch)
+        return GroupPrediction(group, *memo[key])
 
-    groups = tuple(predicted(g) for g in match_kernels(trace.kernels, gpu, group_size))
+    matched = match_kernels(trace.kernels, gpu, group_size)
+    if plan is not None:
+        matched = _aligned(matched, trace, plan, gpu)
+    groups = tuple(predicted(g) for g in matched)
     return TracePrediction(trace, gpu.name, groups, node_s)
+
+
+def _aligned(groups: list[KernelGroup], trace: Trace, plan: StepPlan, gpu: GPU) -> list[KernelGroup]:
+    """The groups with each unmatched one that aligns with a launch of the plan taking that launch's kind."""
+    placed, _ = align(trace.kernels, plan, gpu)
+    out, start = [], 0
+    for group in groups:
+        planned = placed.get(start)
+        start += len(group.kernels)
+        if group.matched or planned is None:
+            out.append(group)
+        elif planned.kind is not None:
+            out.append(dataclasses.replace(group, family=planned.family, kernel=planned.kind, reason="",
+                                           method=ALIGNED, launch=planned.launch))
+        else:
+            out.append(dataclasses.replace(group, family="collective", collective=planned.collective, reason="",
+                                           method=ALIGNED))
+    return out
 
 
 class TraceCalibrator:

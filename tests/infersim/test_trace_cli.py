@@ -124,3 +124,34 @@ def test_nothing_matched_is_no_error_and_another_gpu_is_a_warning(capsys, tmp_pa
     assert r["matched_traced_s"] == pytest.approx(9e-6)
     assert r["kernels_error_pct"] == pytest.approx(100 * (r["matched_predicted_s"] / 9e-6 - 1))
     assert r["per_trace"][0]["launch_pct"] == pytest.approx(100 * 9 / (9 + 3.5 + 4.5 + 5.5))
+
+
+def test_a_graph_replay_is_matched_to_the_named_models_step(capsys, tmp_path):
+    # a replay of two layers' worth of a gpt-oss-20b decode: names only, no operator, no grid
+    names = ["_ZN7ck_tile6kentryILi1ENS_12Rmsnorm2dFwd", "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT32x32x256",
+             "void vllm::rotary_embedding_kernel<c10::BFloat16, true>", "kernel_unified_attention_3d",
+             "Cijk_Alik_Bljk_BBS_BH_Bias_HA_S_SAV_UserArgs_MT16x16x256", "_topk_forward",
+             "_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1_swiglu", "_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1"]
+    events = [{"ph": "X", "cat": "kernel", "name": name, "ts": 20.0 * i, "dur": 4.0 + i % 3, "pid": 0, "tid": 7,
+               "args": {"device": 0, "stream": 7}} for i, name in enumerate(names * 2)]
+    trace = _kineto(tmp_path / "replay.json", "AMD Instinct MI300X", events)
+    r = run_json(capsys, "trace", "predict", trace, "--hw", "mi300x", "--json")
+    assert r["unmatched_pct"] == 100.0
+    r = run_json(capsys, "trace", "predict", trace, "--hw", "mi300x", "--model", "gpt-oss-20b", "--decode", "32x1024",
+                 "--json")
+    row = r["per_trace"][0]
+    assert row["aligned_pct"] > 80 and r["matched_by_pct"]["model step order"] == row["aligned_pct"]
+    assert [u["kernel"] for u in r["unmatched"]] == ["_topk_forward"]  # what the plan does not hold
+    assert r["kernels_error_pct"] is not None
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    (["--decode", "8x1024"], "--decode, --prefill and --option describe the traced step of --model: give --model"),
+    (["--model", "gpt-oss-20b"], "--model needs the traced step's batch: --decode NxCONTEXT and/or --prefill"),
+    (["--model", "gpt-5", "--decode", "8x1024"], "gpt-5"),
+])
+def test_the_traced_step_is_named_whole(capsys, tmp_path, extra, message):
+    trace = _kineto(tmp_path / "t.json", "AMD Instinct MI300X", [
+        {"ph": "X", "cat": "kernel", "name": "kernel_unified_attention_3d", "ts": 0.0, "dur": 5.0, "pid": 0,
+         "tid": 7, "args": {"device": 0, "stream": 7}}])
+    assert message in error_of(capsys, "trace", "predict", trace, "--hw", "mi300x", *extra)

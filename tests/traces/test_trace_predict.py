@@ -217,7 +217,10 @@ def test_copies_fills_and_replays_match_only_as_far_as_the_trace_tells(h200):
     copy, fill, host, sizeless, replay, gemm = match_kernels(kernels, h200[0])
     assert copy.kernel == Copy(size_bytes=5_114_880) and copy.method == LAUNCH
     assert fill.kernel == Elementwise(elements=65_536, inputs=0, dtype="int8") and fill.method == LAUNCH
-    assert host.kernel is None and "host" in host.reason and host.method == NAME
+    # a host copy is timed over the GPU's host link (its bytes at PCIe's usable rate)
+    assert host.kernel is None and host.host_copy_bytes == 1 << 24 and host.method == LAUNCH
+    (predicted,) = predict_trace(Trace("t", "nsys-sqlite", (kernels[2],)), *h200).groups
+    assert predicted.predicted_s == pytest.approx((1 << 24) / (h200[0].host_link_bytes_per_s * 0.8))
     assert sizeless.kernel is None and "without its bytes" in sizeless.reason
     assert replay.kernel is None and "graph replay" in replay.reason
     # a library GEMM's grid gives its tiles, not its depth: left unmatched, never guessed

@@ -16,7 +16,8 @@ from workloads.model import MODEL_DIR, Part, load_model, model_names
 from workloads.params import active_matmul_params, count_params, total_params
 
 CATALOG = {"kimi-k3", "deepseek-v3", "kimi-k2", "qwen3-32b", "qwen2.5-72b-instruct", "qwen3-235b-a22b",
-           "minimax-m2", "deepseek-v4-flash", "llama-3.1-70b", "deepseek-r1", "llama-3.3-70b", "gpt-oss-120b"}
+           "minimax-m2", "deepseek-v4-flash", "llama-3.1-70b", "deepseek-r1", "llama-3.3-70b", "gpt-oss-120b",
+           "gpt-oss-20b", "qwen3-8b"}
 
 
 def test_the_catalog_is_complete():
@@ -80,6 +81,19 @@ def test_gpt_oss_counts_match_the_model_card():
     assert active_matmul_params(m) == pytest.approx(5.13e9, rel=0.01)
     checkpoint = sum(m.weights[p].storage_bytes(n) for p, n in count_params(m).items())
     assert checkpoint / 2**30 == pytest.approx(60.8, rel=0.005)
+
+
+def test_gpt_oss_20b_is_the_same_layer_with_fewer_layers_and_experts_and_matches_its_card():
+    small, large = load_model("gpt-oss-20b"), load_model("gpt-oss-120b")
+    assert small.layer_counts() == {"gqa": 24, "mla": 0, "kda": 0, "moe": 24, "dense_mlp": 0}
+    assert (small.moe.experts, small.moe.top_k) == (32, 4)
+    assert (small.gqa.heads, small.gqa.kv_heads, small.gqa.head_dim) == (large.gqa.heads, large.gqa.kv_heads, 64)
+    assert [small.attention_window(i) for i in range(1, 25)] == [128, 0] * 12
+    # 20.9B total, 3.6B active, a 12.8 GiB checkpoint ([S64b])
+    assert total_params(small) == pytest.approx(20.9e9, rel=0.002)
+    assert active_matmul_params(small) == pytest.approx(3.61e9, rel=0.01)
+    checkpoint = sum(small.weights[p].storage_bytes(n) for p, n in count_params(small).items())
+    assert checkpoint / 2**30 == pytest.approx(12.8, rel=0.005)
 
 
 def test_gpt_oss_kv_prices_sliding_layers_as_full_attention():
