@@ -15,6 +15,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+from infersim.sweep_deltas import MAX_AUTO_SEEDS, METRIC, START_SEEDS, TARGET_PCT, adaptive_problem
 from simulator.replicates import CONFIDENCE, MAX_REPLICATES, replicate_seeds, t_interval, with_seed
 from simulator.scenario import Scenario, ScenarioError, load_scenario
 from simulator.simulate import SimulationResult, check_scenario, simulate
@@ -45,10 +46,7 @@ SEEDED_CHANGES_PER_TABLE = 3  # the same with an interval in every cell
 # throughput deltas are, to a few points; 10 narrows them little more for a quarter more runs.
 DEFAULT_SEEDS = 8  # --seeds N's count when a fixed number is wanted; the flag's default is adaptive (auto)
 AUTO = "auto"
-START_SEEDS = 2  # an adaptive comparison's first round: the fewest seeds that give an interval
-MAX_AUTO_SEEDS = 10  # --max-seeds default, as `infersim sweep`'s
-TARGET_PCT = 3.0  # --target-pct default: the headline delta's 95 % half-width, in % of the base
-DECIDING_METRIC = "total_tok_per_s_per_gpu"  # the delta adaptive seeds settle (as a sweep's deltas)
+DECIDING_METRIC = METRIC  # the delta adaptive seeds settle: throughput per GPU, as a sweep's deltas
 
 
 def metric_value(summary: Mapping[str, Any], metric: str) -> float | int | None:
@@ -90,10 +88,9 @@ def compare(base: Scenario, changes: Sequence[tuple[str, Scenario]],
     from infersim.replicates import default_jobs, run_all
 
     adaptive = seeds is None
-    if adaptive and not START_SEEDS <= max_seeds <= MAX_REPLICATES:
-        raise ValueError(f"--max-seeds must lie in {START_SEEDS}..{MAX_REPLICATES}, got {max_seeds}")
-    if not (math.isfinite(target_pct) and target_pct > 0):
-        raise ValueError(f"--target-pct must be a finite, positive percentage, got {target_pct}")
+    problem = adaptive_problem(max_seeds if adaptive else START_SEEDS, target_pct, MAX_REPLICATES)
+    if problem:
+        raise ValueError(problem)
     n = START_SEEDS if adaptive else seeds
     configs = [base, *(scenario for _, scenario in changes)]
     outcomes: list[list[Any]] = [[] for _ in configs]  # each configuration's outcomes, seed by seed

@@ -51,9 +51,7 @@ from simulator.simulate import check_scenario
 
 DEFAULT_BASE = "default"  # the word that names the built-in default scenario, as for `infersim compare`
 AUTO = "auto"  # --seeds auto (the default): seeds added until the paired deltas settle
-START_SEEDS = 2  # an adaptive sweep's first round: the fewest seeds that give an interval
-MAX_AUTO_SEEDS = 10  # --max-seeds default (assumption: 10 runs a point keep a 32-point sweep within minutes)
-TARGET_PCT = 3.0  # --target-pct default: a paired delta's 95 % half-width, in % of its baseline
+START_SEEDS, MAX_AUTO_SEEDS, TARGET_PCT = sweep_deltas.START_SEEDS, sweep_deltas.MAX_AUTO_SEEDS, sweep_deltas.TARGET_PCT
 EXTRA = "pip install 'infersim[sweep]'"
 FLUSH_S = 5.0  # the table is rewritten this often while points finish (and at the end)
 DASK_CONNECT_S = 10  # how long to try reaching --scheduler
@@ -108,10 +106,9 @@ def run_sweep(base: str, grid: Sequence[str], out: str | Path, *, overlays: Sequ
     to those baseline points, until none has or `max_seeds` is reached."""
     started = time.monotonic()
     adaptive = seeds is None
-    if adaptive and not START_SEEDS <= max_seeds <= MAX_REPLICATES:
-        raise SweepError(f"--max-seeds must lie in {START_SEEDS}..{MAX_REPLICATES}, got {shown(max_seeds)}")
-    if not (math.isfinite(target_pct) and target_pct > 0):
-        raise SweepError(f"--target-pct must be a finite, positive percentage, got {target_pct}")
+    problem = sweep_deltas.adaptive_problem(max_seeds if adaptive else START_SEEDS, target_pct, MAX_REPLICATES)
+    if problem:
+        raise SweepError(problem)
     seeds = START_SEEDS if adaptive else seeds
     _check_flags(seeds, jobs, executor, scheduler, at_interactivity)
     _check_installed(executor)

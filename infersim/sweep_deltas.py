@@ -19,6 +19,19 @@ from typing import Any
 from simulator.replicates import t_interval
 
 METRIC = "total_tok_per_s_per_gpu"  # the headline a sweep decides on: throughput per GPU
+# Adaptive seeds (`infersim sweep` and `compare`, `--seeds auto`)
+START_SEEDS = 2  # the first round: the fewest seeds that give an interval
+MAX_AUTO_SEEDS = 10  # --max-seeds default (assumption: 10 runs a point keep a 32-point sweep within minutes)
+TARGET_PCT = 3.0  # --target-pct default: a paired delta's 95 % half-width, in % of its baseline
+
+
+def adaptive_problem(max_seeds: int, target_pct: float, most: int) -> str | None:
+    """What is wrong with an adaptive rule's cap and target (`most`: the largest seed count allowed), or None."""
+    if not START_SEEDS <= max_seeds <= most:
+        return f"--max-seeds must lie in {START_SEEDS}..{most}, got {max_seeds!r}"
+    if not (math.isfinite(target_pct) and target_pct > 0):
+        return f"--target-pct must be a finite, positive percentage, got {target_pct}"
+    return None
 
 
 @dataclass(frozen=True)
