@@ -3,7 +3,9 @@ the engine, and summarise. Returns DataFrames and a summary; writes no files."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import gc
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -163,6 +165,28 @@ def acceptance_of(scenario: Scenario) -> Acceptance | None:
     raise ScenarioError("spec_decode.drafts > 0 needs acceptance_rates, mean_tokens_per_cycle or acceptance_alpha")
 
 
+# CPython collects its youngest generation every 700 net allocations by default. A run allocates millions of
+# small objects that live for the whole run (requests, cache blocks, step rows), so those collections find almost
+# nothing to free and re-walk the same young objects; raising the first threshold makes them ~70x rarer.
+# Reference cycles are still collected, only in larger batches. Assumption: the value trades a few MB of
+# uncollected cycles for speed; peak RSS of the hour-long benchmark was unchanged (285 MB) at it.
+RUN_GC_THRESHOLDS = (50_000, 20, 100)
+
+
+@contextmanager
+def rarer_collections() -> Iterator[None]:
+    """The garbage collector during a run: what was allocated before it frozen out of the collector's view
+    (`gc.freeze`: loaded specs, compiled programs, caches), young collections rarer; both restored after."""
+    before = gc.get_threshold()
+    gc.freeze()
+    gc.set_threshold(*RUN_GC_THRESHOLDS)
+    try:
+        yield
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
+
+
 def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None = None) -> SimulationResult:
     """Run one scenario; `progress(requests_done, simulated_s)` is called after every step."""
     # One generator per purpose, so that nothing a change does to timing moves a draw: the request stream
@@ -216,7 +240,8 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
     )
     reuse = prefix_reuse(stream) if scenario.cache.prefix_caching else 0.0  # before the frames: a lower peak
     start = wall_clock()
-    run = simulate_stream(stream, cost, kv, config, acceptance_rng, progress)
+    with rarer_collections():
+        run = simulate_stream(stream, cost, kv, config, acceptance_rng, progress)
     simulated_s = run.simulated_s
     wall_s = max(wall_clock() - start, 1e-9)
     del stream  # the stream and the engine's columns go before the frames are built, so that their peaks do not add

@@ -37,6 +37,20 @@ def test_the_same_seed_gives_identical_frames_and_another_seed_does_not():
     assert not a.requests["arrival_s"].equals(c.requests["arrival_s"])
 
 
+def test_the_collector_settings_of_a_run_change_nothing_and_are_restored(monkeypatch):
+    import gc
+
+    import simulator.simulate as simulate_module
+
+    before = gc.get_threshold()
+    tuned = simulate(small("workload.seed=5"))
+    assert gc.get_threshold() == before and gc.get_freeze_count() == 0
+    monkeypatch.setattr(simulate_module, "RUN_GC_THRESHOLDS", (1, 1, 1))  # a collection at nearly every allocation
+    eager = simulate(small("workload.seed=5"))
+    pd.testing.assert_frame_equal(tuned.requests, eager.requests)
+    pd.testing.assert_frame_equal(tuned.steps, eager.steps)
+
+
 def test_littles_law_holds_within_2_percent():
     result = simulate(small("workload.num_prompts=1500", "workload.rate_per_s=40"))
     requests, steps = result.requests, result.steps
