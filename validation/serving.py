@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from workloads.attention_backends import ENGINES
+from workloads.model import load_model
 
 TABLE = Path(__file__).parent / "published" / "serving.csv"
 SEED = 0
@@ -140,9 +141,16 @@ def scenario_sets(row: Mapping[str, str]) -> dict[str, object]:
     backend = ATTENTION_BACKENDS.get(_flag(flags, "--attention-backend") or "")
     if backend is not None:
         sets["kernels.mla_backend"] = backend
+    # The engines' KV cache is the checkpoint's dtype unless a flag says otherwise (SGLang and vLLM
+    # `--kv-cache-dtype auto`; TensorRT-LLM `KvCacheConfig.dtype: auto` follows the checkpoint's quantization
+    # metadata, which sets no KV quantization for these checkpoints): the row states it, so the default
+    # scenario's FP8 KV (the Kimi K3 recipe's) is not inherited.
     kv = _flag(flags, "--kv-cache-dtype")
-    if (kv is not None and kv.startswith("fp8")) or "kv_cache_config dtype fp8" in flags:
-        sets["precision.kv_cache"] = "fp8"
+    fp8_kv = (kv is not None and kv.startswith("fp8")) or "kv_cache_config dtype fp8" in flags
+    try:
+        sets["precision.kv_cache"] = "fp8" if fp8_kv else load_model(row["model"]).kv_cache.value
+    except ValueError as err:  # a model the catalog lacks
+        raise Excluded(str(err).splitlines()[0]) from None
     if row["engine"] == "trtllm":  # the extra_llm_api_options the recipe's YAML sets, as the table transcribes them
         if "piecewise cuda graphs true" in flags:
             raise Excluded("TensorRT-LLM's piecewise graphs for context steps are not modelled")

@@ -37,6 +37,16 @@ def test_a_row_sets_only_what_it_states():
     assert mean * (1 - ratio) == pytest.approx(0.8 * 1024, abs=1) and mean * (1 + ratio) == pytest.approx(1024, abs=1)
 
 
+def test_a_row_without_a_kv_cache_flag_keeps_the_checkpoints_kv_dtype_not_the_default_scenarios():
+    row = next(r for r in _rows() if r["platform"] == "h200" and r["engine"] == "sglang")
+    assert "--kv-cache-dtype" not in row["recipe_flags"]
+    assert serving.scenario_sets(row)["precision.kv_cache"] == "bf16"  # DeepSeek-R1's checkpoint: no KV quantization
+    flagged = {**row, "recipe_flags": row["recipe_flags"] + " --kv-cache-dtype fp8_e4m3"}
+    assert serving.scenario_sets(flagged)["precision.kv_cache"] == "fp8"
+    with pytest.raises(serving.Excluded, match="unknown model"):
+        serving.scenario_sets({**row, "model": "not-a-model"})
+
+
 @pytest.mark.parametrize(("change", "why"), [
     ({"notes": "spec-decode: MTP"}, "speculative decoding"),
     ({"dp": "8"}, "attention data parallelism"),
