@@ -111,6 +111,10 @@ class GPU:
     # a store that writes part of a memory sector costs this many times a whole sector's (read, merged, written);
     # None: the same as a whole one
     partial_sector_store_factor: float | None = None
+    # device memory the runtime reports (CUDA's totalGlobalMem, torch's total_memory, HIP's; nvidia-smi and rocm-smi
+    # print it in MiB or bytes): what serving engines take their memory fraction of. Vendors' "GB" are GiB of HBM
+    # stacks less what the driver keeps; None: hbm_capacity_bytes
+    device_memory_bytes: float | None = None
     sources: Mapping[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     def __post_init__(self) -> None:
@@ -133,6 +137,11 @@ class GPU:
             raise FieldError("lds_max_per_workgroup_bytes", "exceeds lds_per_cu_bytes")
         if self.max_registers_per_thread > self.registers_per_simd_lane:
             raise FieldError("max_registers_per_thread", "exceeds registers_per_simd_lane")
+
+    @property
+    def memory_total_bytes(self) -> float:
+        """Device memory the runtime reports, the base of an engine's memory fraction."""
+        return self.device_memory_bytes or self.hbm_capacity_bytes
 
     @property
     def max_waves_per_cu(self) -> int:

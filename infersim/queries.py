@@ -34,6 +34,7 @@ def hw_list() -> dict[str, Any]:
             "description": gpu.description,
             "compute_units": gpu.compute_units,
             "hbm_capacity_bytes": gpu.hbm_capacity_bytes,
+            "memory_total_bytes": gpu.memory_total_bytes,
             "hbm_bandwidth_bytes_per_s": gpu.hbm_bandwidth_bytes_per_s,
             "bf16_flop_per_s": gpu.peak_dense_flop_per_s[Dtype.BF16],
             "tco_usd_per_gpu_hour": gpu.tco_usd_per_gpu_hour,

@@ -6,12 +6,14 @@ EP, the random workload (prompts, input and output lengths, the benchmark's leng
 concurrency cap, all requests sent at once (request rate inf), the engine (`serving.engine`: vLLM, SGLang or
 TensorRT-LLM), and the engine flags that have a scenario key (`--attention-backend`, `--max-running-requests`,
 `--chunked-prefill-size`, `--mem-fraction-static`, `--kv-cache-dtype fp8*`, `--disable-radix-cache`,
-`--cuda-graph-max-bs`, `--scheduler-recv-interval`; TensorRT-LLM's `cuda_graph_config` max_batch_size and an FP8
-`kv_cache_config`). SGLang's `--num-continuous-decode-steps` does nothing in these versions and `--stream-interval`
-sends the first token at once, so neither has a key. Everything else is the scenario defaults. Rows the simulator
-cannot stand for are left out with their reason: speculative decoding with unstated acceptance, attention data
-parallelism, offline runs with no stated prompt count or batch limit, TensorRT-LLM's piecewise context graphs, and
-configurations the model refuses (weights that do not fit).
+`--cuda-graph-max-bs`, `--scheduler-recv-interval`; TensorRT-LLM's `cuda_graph_config` max_batch_size, an FP8
+`kv_cache_config` and its `free_gpu_memory_fraction`, a share of the memory left after the weights, turned into the
+share of the device that leaves the same KV cache). Without a KV-cache flag the cache has the checkpoint's dtype
+(the engines' `auto`), not the default scenario's. SGLang's `--num-continuous-decode-steps` does nothing in these
+versions and `--stream-interval` sends the first token at once, so neither has a key. Everything else is the
+scenario defaults. Rows the simulator cannot stand for are left out with their reason: speculative decoding with
+unstated acceptance, attention data parallelism, offline runs with no stated prompt count or batch limit,
+TensorRT-LLM's piecewise context graphs, and configurations the model refuses (weights that do not fit).
 
 Nothing is fitted to these rows: they test. `infersim validate --serving` reports per platform the median and p90
 |error| of output throughput per GPU, median TPOT and median TTFT.
@@ -41,6 +43,9 @@ METRICS = {
 # InferenceX's random prompts: lengths uniform in [0.8 L, L] (`--random-range-ratio 0.8` of its benchmark client,
 # stated in the rows' notes); the scenario's range is vllm bench serve's, [L (1 - r), L (1 + r)] around its mean.
 INFERENCEX_LOW = 0.8
+# TensorRT-LLM's KvCacheConfig.free_gpu_memory_fraction when a recipe leaves it out: 0.9 of the memory free after
+# the model is loaded (TensorRT-LLM docs, "How to Change KV Cache Behavior", examples/kvcacheconfig)
+TRTLLM_FREE_FRACTION = 0.9
 
 
 # SGLang's --attention-backend values and the MLA decode backends they run (workloads.attention_backends)
@@ -89,6 +94,29 @@ def _number(text: str | None) -> float | None:
 def _flag(flags: str, name: str) -> str | None:
     match = re.search(rf"{re.escape(name)}[ =]([^\s]+)", flags)
     return match.group(1) if match else None
+
+
+def _of_free_memory(sets: Mapping[str, object], fraction: float) -> float:
+    """The `serving.gpu_memory_utilization` (a share of the device's memory, as vLLM's and SGLang's fractions are)
+    that leaves the KV cache what TensorRT-LLM's `free_gpu_memory_fraction` does: that share of the memory left
+    after the weights and the runtime's buffers, u T - W - O = f (T - W - O)."""
+    from hwmodels.dtypes import Dtype
+    from hwmodels.spec import load_gpu
+    from simulator.scenario import load_scenario
+    from workloads.deployment import Deployment
+    from workloads.memory import plan_memory
+
+    serving = load_scenario(None, sets=[f"{k}={v}" for k, v in sets.items()]).serving  # the limits the run takes
+    gpu = load_gpu(str(sets["hardware.platform"]).rsplit("-", 1)[0])
+    deployment = Deployment(load_model(str(sets["model.name"])), gpu, tp=int(sets["parallel.tp"]),
+                            ep=int(sets["parallel.ep"]), kv_cache=Dtype(sets["precision.kv_cache"]))
+    try:
+        plan = plan_memory(deployment, mem_fraction=1.0, max_num_seqs=serving.max_num_seqs,
+                           max_batched_tokens=serving.max_num_batched_tokens)
+    except ValueError as err:
+        raise Excluded(str(err).splitlines()[0]) from None
+    total, held = gpu.memory_total_bytes, plan.weights_bytes_per_gpu + plan.workspace_bytes + plan.reserve_bytes
+    return (held + fraction * (total - held)) / total
 
 
 def scenario_sets(row: Mapping[str, str]) -> dict[str, object]:
@@ -157,6 +185,9 @@ def scenario_sets(row: Mapping[str, str]) -> dict[str, object]:
         graphs = re.search(r"cuda_graph_config[^/]*max_batch_size (\d+)", flags)
         if graphs:
             sets["serving.cuda_graph_max_bs"] = int(graphs.group(1))
+        free = re.search(r"free_gpu_memory_fraction ([0-9.]+)", flags)
+        sets["serving.gpu_memory_utilization"] = _of_free_memory(
+            sets, float(free.group(1)) if free else TRTLLM_FREE_FRACTION)
     return sets
 
 

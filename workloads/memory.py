@@ -92,14 +92,14 @@ def plan_memory(d: Deployment, *, mem_fraction: float = 0.9, max_num_seqs: int =
     workspace = max_batched_tokens * ACTIVATION_BYTES_PER_VALUE * (
         ACTIVATION_HIDDEN_COPIES * m.hidden_size + ACTIVATION_INTERMEDIATE_COPIES * _intermediate_per_rank(d))
     reserve = GRAPH_POOL_BYTES + COLLECTIVE_BUFFER_BYTES
-    usable = d.gpu.hbm_capacity_bytes * mem_fraction
+    usable = d.gpu.memory_total_bytes * mem_fraction
     budget = usable - weights - workspace - reserve - max_num_seqs * (kda_state + kda_conv)
     if budget <= 0:
         raise ValueError(
             f"{m.name} does not fit on {d.gpu.name} at tp={d.tp}: weights {weights / 1e9:.1f} GB + workspace "
             f"{(workspace + reserve) / 1e9:.1f} GB + state of {max_num_seqs} sequences "
             f"{max_num_seqs * (kda_state + kda_conv) / 1e9:.1f} GB exceed {usable / 1e9:.1f} GB "
-            f"({mem_fraction:.0%} of {d.gpu.hbm_capacity_bytes / 1e9:.0f} GB); raise tp or lower the precision")
+            f"({mem_fraction:.0%} of {d.gpu.memory_total_bytes / 1e9:.1f} GB); raise tp or lower the precision")
     checkpoint = 0.0
     if m.kda is not None and kda_checkpoint_tokens:
         if kda_checkpoint_tokens < 1:

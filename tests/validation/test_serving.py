@@ -8,6 +8,7 @@ import json
 import pytest
 
 from validation import serving
+from workloads.model import load_model
 
 
 def _rows() -> list[dict[str, str]]:
@@ -45,6 +46,27 @@ def test_a_row_without_a_kv_cache_flag_keeps_the_checkpoints_kv_dtype_not_the_de
     assert serving.scenario_sets(flagged)["precision.kv_cache"] == "fp8"
     with pytest.raises(serving.Excluded, match="unknown model"):
         serving.scenario_sets({**row, "model": "not-a-model"})
+
+
+def test_tensorrt_llms_free_memory_fraction_leaves_the_kv_cache_that_share_of_what_the_weights_leave():
+    from hwmodels.dtypes import Dtype
+    from hwmodels.spec import load_gpu
+    from simulator.scenario import load_scenario
+    from workloads.deployment import Deployment
+    from workloads.memory import plan_memory
+
+    row = next(r for r in _rows() if r["engine"] == "trtllm" and "free_gpu_memory_fraction 0.75" in r["recipe_flags"])
+    sets = serving.scenario_sets(row)
+    scenario = load_scenario(None, sets=[f"{k}={v}" for k, v in sets.items()])
+    gpu = load_gpu(row["platform"])
+    deployment = Deployment(load_model(row["model"]), gpu, tp=int(row["tp"]), kv_cache=Dtype.FP8)
+    limits = {"max_num_seqs": scenario.serving.max_num_seqs,
+              "max_batched_tokens": scenario.serving.max_num_batched_tokens}
+    plan = plan_memory(deployment, mem_fraction=scenario.serving.gpu_memory_utilization, **limits)
+    everything = plan_memory(deployment, mem_fraction=1.0, **limits)
+    assert plan.kv_budget_bytes == pytest.approx(0.75 * everything.kv_budget_bytes)
+    unstated = {**row, "recipe_flags": row["recipe_flags"].replace("free_gpu_memory_fraction 0.75", "")}
+    assert serving.scenario_sets(unstated)["serving.gpu_memory_utilization"] > sets["serving.gpu_memory_utilization"]
 
 
 @pytest.mark.parametrize(("change", "why"), [

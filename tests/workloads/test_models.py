@@ -150,6 +150,19 @@ def test_mla_history_per_gpu_and_dcp_sharding():
     assert dcp8.kv_capacity_tokens > 7 * plan.kv_capacity_tokens
 
 
+def test_the_memory_fraction_is_of_the_device_memory_the_runtime_reports():
+    # SGLang served DeepSeek-R1 FP8 at TP4 on B200s with --mem-fraction-static 0.95 (validation/published/serving.csv):
+    # 169 GB of weights per GPU fit in 95 % of the 178.35 GiB CUDA reports, not in 95 % of the 180 GB datasheet figure
+    b200 = load_gpu("b200")
+    assert b200.memory_total_bytes == pytest.approx(178.35 * 2**30) and b200.hbm_capacity_bytes == 180e9
+    plan = plan_memory(Deployment(load_model("deepseek-r1"), b200, tp=4, kv_cache=Dtype.FP8), mem_fraction=0.95,
+                       max_num_seqs=32)
+    assert plan.kv_capacity_tokens > 32 * 9216  # the rows' 32 requests of 8k + 1k tokens in their FP8 KV cache
+    no_runtime_figure = dataclasses.replace(b200, device_memory_bytes=None)
+    with pytest.raises(ValueError, match=r"deepseek-r1 does not fit on b200 at tp=4.*of 180\.0 GB"):
+        plan_memory(Deployment(load_model("deepseek-r1"), no_runtime_figure, tp=4), mem_fraction=0.95, max_num_seqs=32)
+
+
 def test_gqa_kv_per_token():
     plan = plan_memory(Deployment(load_model("llama-3.1-70b"), load_gpu("h200"), tp=8))
     assert plan.gqa_kv_bytes_per_token == 80 * 2 * 1 * 128 * 2  # one KV head per rank at TP8, bf16
