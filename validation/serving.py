@@ -166,6 +166,9 @@ def scenario_sets(row: Mapping[str, str]) -> dict[str, object]:
             sets[key] = convert(value)
     if row["engine"] in ENGINES:
         sets["serving.engine"] = row["engine"]
+    codec = re.search(r"ROCM_QUICK_REDUCE_QUANTIZATION=([A-Za-z0-9]+)", flags)  # the engines' QuickReduce switch
+    if codec and codec.group(1).lower() != "none":
+        sets["collectives.quickreduce"] = codec.group(1).lower()
     backend = ATTENTION_BACKENDS.get(_flag(flags, "--attention-backend") or "")
     if backend is not None:
         sets["kernels.mla_backend"] = backend

@@ -17,13 +17,13 @@ from workloads.step import Batch, PrefillChunk
 
 DECODE, PREFILL = "16x4096", "1x2048"
 # (model, GPU) pairs that fit at no TP a platform offers: at TP8 the weights, the step workspace and 64
-# sequences' state exceed 90% of each GPU's HBM (workloads/memory.py).
+# sequences' state exceed 90% of each GPU's memory as the runtime reports it (workloads/memory.py). Kimi K2's 129 GB
+# of FP8 weights a GPU at TP8 leave about 6 GB on an H200 (90 % of 143,771 MiB), so it runs there, with little cache.
 _NO_ROOM = "weights exceed 90% of HBM at TP8"
 EXPECTED_SKIPS = {
     ("deepseek-r1", "h100"): _NO_ROOM,
     ("deepseek-v3", "h100"): _NO_ROOM,
     ("kimi-k2", "h100"): _NO_ROOM,
-    ("kimi-k2", "h200"): _NO_ROOM,
     ("kimi-k3", "b200"): _NO_ROOM,
     ("kimi-k3", "h100"): _NO_ROOM,
     ("kimi-k3", "h200"): _NO_ROOM,
