@@ -32,6 +32,7 @@ def test_a_row_sets_only_what_it_states():
     assert sets["serving.max_concurrency"] == 4 and sets["workload.arrival"] == "infinite"
     assert sets["precision.kv_cache"] == "fp8"  # --kv-cache-dtype fp8_e4m3
     assert sets["kernels.mla_backend"] == "aiter" and sets["serving.engine"] == "sglang"
+    assert sets["collectives.quickreduce"] == "int4"  # ROCM_QUICK_REDUCE_QUANTIZATION=INT4
     assert sets["cache.prefix_caching"] is False  # --disable-radix-cache
     # InferenceX's lengths are uniform in [0.8 L, L]: the scenario's range around the mean covers the same interval
     mean, ratio = sets["workload.input_len"], sets["workload.range_ratio"]
