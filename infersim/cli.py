@@ -176,7 +176,7 @@ def _parser() -> argparse.ArgumentParser:
     _parallel_flags(mem)
     mem.add_argument("--context", type=whole_type(CONTEXT), default=0, help="tokens of one request's history")
     mem.add_argument("--mem-fraction", type=real_type(field_range(Serving, "gpu_memory_utilization")), default=0.9,
-                     help="share of HBM the engine may use")
+                     help="share of the device memory (as the runtime reports it) the engine may use")
     mem.add_argument("--max-num-seqs", type=whole_type(field_range(Serving, "max_num_seqs")), default=64,
                      help="sequences whose state is held")
     mem.add_argument("--max-num-batched-tokens", type=whole_type(field_range(Serving, "max_num_batched_tokens")),

@@ -88,7 +88,8 @@ class Serving:
     max_num_seqs: int = ranged(1, 65536, "assumption: a batch of 65,536 sequences is far past any GPU's KV", 64)
     # vLLM --max-num-batched-tokens (token budget per step)
     max_num_batched_tokens: int = ranged(1, MAX_TOKENS, TOKENS, 8192)
-    gpu_memory_utilization: float = ranged(0.01, 1.0, "a fraction of HBM, as vLLM's --gpu-memory-utilization", 0.9)
+    gpu_memory_utilization: float = ranged(
+        0.01, 1.0, "a fraction of the device memory the runtime reports, as vLLM's --gpu-memory-utilization", 0.9)
     # vllm bench serve --max-concurrency (0: no cap)
     max_concurrency: int = ranged(0, MAX_REQUESTS, REQUESTS, 0)
     # vLLM --max-model-len: longer requests (prompt + output) are rejected. -1 (the default) is vLLM's

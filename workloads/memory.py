@@ -60,7 +60,8 @@ def weights_bytes_per_gpu(d: Deployment) -> dict[Part, float]:
 
 def plan_memory(d: Deployment, *, mem_fraction: float = 0.9, max_num_seqs: int = 64,
                 max_batched_tokens: int = 8192, kda_checkpoint_tokens: int | None = None) -> MemoryPlan:
-    """Memory per GPU at `mem_fraction` of HBM (vLLM's gpu_memory_utilization); raises if the model cannot fit.
+    """Memory per GPU at `mem_fraction` of the device memory the runtime reports (`GPU.memory_total_bytes`, as vLLM's
+    gpu_memory_utilization and SGLang's mem_fraction_static take it); raises if the model cannot fit.
 
     With `kda_checkpoint_tokens`, a cached prefix keeps one saved KDA state (recurrent + conv) per that many
     tokens, so the cache's capacity in tokens counts each token's share of a checkpoint (Kimi K3 study,
