@@ -7,11 +7,11 @@ of its scenario, and results come back in the order the runs were listed, so not
 
 from __future__ import annotations
 
-import os
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from infersim.worker_pool import usable_cpus
 from simulator.replicates import CONFIDENCE, replicate_seeds, summary_intervals, with_seed
 from simulator.scenario import Scenario
 from simulator.simulate import SimulationResult
@@ -28,11 +28,7 @@ def count_flag(flag: str, text: str | int | None, default: int) -> int:
 
 def default_jobs(runs: int) -> int:
     """Worker processes: the CPUs this process may use, capped by the runs."""
-    try:
-        cpus = len(os.sched_getaffinity(0))
-    except AttributeError:  # not on Linux
-        cpus = os.cpu_count() or 1
-    return max(1, min(cpus, runs))
+    return max(1, min(usable_cpus(), runs))
 
 
 @dataclass(frozen=True)

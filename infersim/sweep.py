@@ -8,8 +8,9 @@ does not divide one of the gridded TPs) is a row with status "skipped" and the r
 simulating is a row with status "error" (run again by a rerun).
 
 Points run on a local process pool (`--jobs`) or a Dask cluster (`--executor dask`), whose workers live across
-points. The table (`infersim/sweep_table.py`) is matched on rerun by the grid values and seed within one base
-scenario, identified by a hash of the resolved base (its name and `workload.seed` aside: seeds are matched per row).
+points (`infersim/sweep_executors.py`). The table (`infersim/sweep_table.py`) is matched on rerun by the grid values
+and seed within one base scenario, identified by a hash of the resolved base (its name and `workload.seed` aside:
+seeds are matched per row).
 """
 
 from __future__ import annotations
@@ -19,7 +20,6 @@ import contextlib
 import hashlib
 import json
 import math
-import os
 import sys
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -32,9 +32,10 @@ import yaml
 from hwmodels.input_files import read_regular
 from hwmodels.specfile import YAML_MAX_BYTES, shown
 from infersim import sweep_deltas, sweep_table
+from infersim.sweep_executors import SweepError, check_installed, start
 from infersim.sweep_grid import Axis, parse_grid, points
-from infersim.sweep_worker import Task, error_text
-from infersim.worker_pool import MAX_JOBS
+from infersim.sweep_worker import Task
+from infersim.worker_pool import MAX_JOBS, usable_cpus
 from simulator.replicates import MAX_REPLICATES, replicate_seeds
 from simulator.scenario import (
     DEFAULT_SCENARIO,
@@ -52,15 +53,9 @@ from simulator.simulate import check_scenario
 DEFAULT_BASE = "default"  # the word that names the built-in default scenario, as for `infersim compare`
 AUTO = "auto"  # --seeds auto (the default): seeds added until the paired deltas settle
 START_SEEDS, MAX_AUTO_SEEDS, TARGET_PCT = sweep_deltas.START_SEEDS, sweep_deltas.MAX_AUTO_SEEDS, sweep_deltas.TARGET_PCT
-EXTRA = "pip install 'infersim[sweep]'"
 FLUSH_S = 5.0  # the table is rewritten this often while points finish (and at the end)
-DASK_CONNECT_S = 10  # how long to try reaching --scheduler
 PAGE, SCENARIO_FILE = "sweep.html", "scenario.yaml"
 FILES = (sweep_table.PARQUET, sweep_table.CSV, sweep_table.JOURNAL, PAGE, SCENARIO_FILE)  # what a sweep writes
-
-
-class SweepError(ValueError):
-    """A sweep that cannot run as asked: one line, exit status 2."""
 
 
 @dataclass(frozen=True)
@@ -111,7 +106,7 @@ def run_sweep(base: str, grid: Sequence[str], out: str | Path, *, overlays: Sequ
         raise SweepError(problem)
     seeds = START_SEEDS if adaptive else seeds
     _check_flags(seeds, jobs, executor, scheduler, at_interactivity)
-    _check_installed(executor)
+    check_installed(executor)
     axes = parse_grid(grid, seeds)
     _check_keys(axes, sets)
     from infersim.output_paths import claim_sweep_folder
@@ -137,7 +132,7 @@ def run_sweep(base: str, grid: Sequence[str], out: str | Path, *, overlays: Sequ
     with contextlib.ExitStack() as stack:  # a Dask client and cluster, closed however the sweep ends
         claimed = False
         while True:
-            results = _start(work.tasks, executor, jobs, scheduler, stack)
+            results = start(work.tasks, executor, jobs, scheduler, stack)
             if not claimed:
                 claim_sweep_folder(folder, FILES)
                 _write_base(folder / SCENARIO_FILE, base_scenario)
@@ -165,7 +160,7 @@ def run_sweep(base: str, grid: Sequence[str], out: str | Path, *, overlays: Sequ
               "ran": ran, "reused": reused,
               "skipped": len(work.skipped), "errors": sum(row["status"] == "error" for row in finished),
               "rows": len(table),
-              "executor": f"dask at {scheduler}" if scheduler else f"{executor} ({jobs or default_jobs()} jobs)",
+              "executor": f"dask at {scheduler}" if scheduler else f"{executor} ({jobs or usable_cpus()} jobs)",
               "wall_s": time.monotonic() - started,
               "run_mean_wall_s": (sum(row["wall_s"] for row in finished) / len(finished)) if finished else None}
     result["runs_per_s"] = len(finished) / result["wall_s"] if finished else None
@@ -334,19 +329,6 @@ def _check_flags(seeds: int, jobs: int | None, executor: str, scheduler: str | N
         raise SweepError(f"--at-interactivity must be a finite, positive tok/s/user, got {at_interactivity}")
 
 
-def _check_installed(executor: str) -> None:
-    """The optional packages a sweep needs, each a one-line error naming the extra that brings it."""
-    try:
-        import pyarrow  # noqa: F401  (the Parquet table)
-    except ImportError:
-        raise SweepError(f"infersim sweep writes Parquet and needs pyarrow: {EXTRA}") from None
-    if executor == "dask":
-        try:
-            import dask.distributed  # noqa: F401
-        except ImportError:
-            raise SweepError(f"--executor dask needs dask.distributed: {EXTRA}") from None
-
-
 def _check_calibration(calibration: str | None, planned: Sequence[Point]) -> None:
     """The calibration file loaded for every GPU the points run on, before any point runs: a bad file is the one-line
     error the other commands give, not a row of errors per point."""
@@ -453,81 +435,6 @@ def _row(point: int, seed: int, grid: Mapping[str, Any], status: str, error: str
          wall_s: float | None, digest: str) -> dict[str, Any]:
     return {"point": point, "seed": seed, "grid": dict(grid), "status": status, "error": error,
             "metrics": dict(metrics), "wall_s": wall_s, "base_hash": digest}
-
-
-def default_jobs() -> int:
-    """The CPUs this process may run on."""
-    try:
-        return len(os.sched_getaffinity(0))
-    except AttributeError:  # not Linux
-        return os.cpu_count() or 1
-
-
-def _start(tasks: Sequence[Task], executor: str, jobs: int | None, scheduler: str | None,
-           stack: contextlib.ExitStack) -> Iterator[dict[str, Any]]:
-    """Each task's row as it finishes, in any order. A Dask cluster is reached now, so that an unreachable scheduler
-    fails before any file is written; `stack` closes it."""
-    if not tasks:
-        return iter(())
-    if executor == "dask":
-        return _dask_results(tasks, _dask_client(min(jobs or default_jobs(), len(tasks)), scheduler, stack))
-    return _pool_results(tasks, jobs or default_jobs())
-
-
-def _pool_results(tasks: Sequence[Task], jobs: int) -> Iterator[dict[str, Any]]:
-    import multiprocessing
-    from concurrent.futures import as_completed
-    from concurrent.futures.process import BrokenProcessPool
-
-    from infersim.sweep_worker import ignore_interrupts, run_point
-    from infersim.worker_pool import process_pool
-
-    # forkserver: workers start from a clean process with the simulator imported once (no fork of our threads)
-    context = multiprocessing.get_context("forkserver")
-    context.set_forkserver_preload(["infersim.sweep_worker"])
-    pool = process_pool(min(jobs, len(tasks)), context, ignore_interrupts)
-    try:
-        futures = [pool.submit(run_point, task) for task in tasks]
-        for future in as_completed(futures):
-            yield future.result()
-    except BrokenProcessPool as err:
-        raise SweepError(f"a worker process died ({error_text(err)}); finished points are kept: run again to "
-                         "resume") from None
-    finally:
-        pool.shutdown(wait=False, cancel_futures=True)
-
-
-def _dask_client(workers: int, scheduler: str | None, stack: contextlib.ExitStack) -> Any:
-    """A client of the scheduler at `scheduler`, or of a LocalCluster of `workers` single-threaded processes."""
-    import logging
-
-    from dask.distributed import Client, LocalCluster
-
-    try:
-        if scheduler is not None:
-            return stack.enter_context(Client(scheduler, timeout=DASK_CONNECT_S))
-        cluster = stack.enter_context(LocalCluster(n_workers=workers, threads_per_worker=1, processes=True,
-                                                   dashboard_address=None, silence_logs=logging.ERROR))
-        return stack.enter_context(Client(cluster))
-    except (OSError, TimeoutError) as err:
-        where = f"--scheduler {scheduler}" if scheduler else "a Dask LocalCluster"
-        raise SweepError(f"{where}: cannot connect: {error_text(err)}") from None
-
-
-def _dask_results(tasks: Sequence[Task], client: Any) -> Iterator[dict[str, Any]]:
-    from dask.distributed import as_completed
-
-    from infersim.sweep_worker import run_point
-
-    futures = client.map(run_point, tasks, pure=False)
-    try:
-        for future in as_completed(futures):
-            yield future.result()
-    except Exception as err:  # a worker lost for good (KilledWorker) or the scheduler gone
-        raise SweepError(f"the Dask cluster failed ({error_text(err)}); finished points are kept: run again to "
-                         "resume") from None
-    finally:
-        client.cancel(futures)
 
 
 def _page_title(title: str, ran: int, seeds: int, adaptive: bool = False) -> str:

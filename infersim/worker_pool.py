@@ -21,6 +21,14 @@ POLL_S = 0.2  # where no pidfd can be had: how often a worker checks that its pa
 EXIT_PARENT_GONE = 70  # a worker's exit status when it ends because its parent did (EX_SOFTWARE)
 
 
+def usable_cpus() -> int:
+    """The CPUs this process may run on (its affinity where the OS has one)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # not on Linux
+        return os.cpu_count() or 1
+
+
 def process_pool(jobs: int, mp_context: Any = None, initializer: Callable[[], None] | None = None) -> Any:
     """A ProcessPoolExecutor of `jobs` workers, each of which exits as soon as this process does."""
     from concurrent.futures import ProcessPoolExecutor

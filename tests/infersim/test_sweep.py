@@ -222,7 +222,7 @@ def test_two_sweeps_cannot_write_one_folder_at_once(tmp_path):
 
 def test_an_unreachable_scheduler_is_one_line_before_anything_is_written(capsys, tmp_path, monkeypatch):
     pytest.importorskip("dask.distributed")
-    monkeypatch.setattr("infersim.sweep.DASK_CONNECT_S", 1)
+    monkeypatch.setattr("infersim.sweep_executors.DASK_CONNECT_S", 1)
     err = one_line_error(capsys, ["sweep", "default", *QUICK, "--grid", "parallel.dcp=1", "--executor", "dask",
                                   "--scheduler", "tcp://127.0.0.1:9", "--out", str(tmp_path / "out")])
     assert "--scheduler tcp://127.0.0.1:9: cannot connect" in err
