@@ -71,8 +71,8 @@ def test_every_request_over_max_model_len_is_an_error():
 
 
 # Qwen3-32B on one H200 at half its HBM: a KV cache of about 14,000 tokens past the weights
-# 70.5 GB of the H200's 150.8 GB: Qwen3-32B's weights and a few GB of cache
-SMALL_KV = ["parallel.tp=1", "serving.gpu_memory_utilization=0.4677", "workload.num_prompts=20",
+# 70.5 GB of the H200's 150.1 GB: Qwen3-32B's weights and a few GB of cache
+SMALL_KV = ["parallel.tp=1", "serving.gpu_memory_utilization=0.4697", "workload.num_prompts=20",
             "workload.input_len=8000", "workload.range_ratio=0.9"]
 
 
