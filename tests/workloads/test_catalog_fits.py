@@ -17,8 +17,8 @@ from workloads.step import Batch, PrefillChunk
 
 DECODE, PREFILL = "16x4096", "1x2048"
 # (model, GPU) pairs that fit at no TP a platform offers: at TP8 the weights, the step workspace and 64
-# sequences' state exceed 90% of each GPU's memory as the runtime reports it (workloads/memory.py). Kimi K2's 129 GB
-# of FP8 weights a GPU at TP8 leave about 6 GB on an H200 (90 % of the 150.1 GB CUDA reports), so it runs there, with little cache.
+# sequences' state exceed 90% of each GPU's memory as the runtime reports it (workloads/memory.py). Kimi K2's FP8
+# weights at TP8 fit in 90 % of the 150.1 GB CUDA reports on an H200, so it runs there, with little cache.
 _NO_ROOM = "weights exceed 90% of HBM at TP8"
 EXPECTED_SKIPS = {
     ("deepseek-r1", "h100"): _NO_ROOM,
