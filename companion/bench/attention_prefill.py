@@ -17,6 +17,7 @@ import argparse
 import csv
 import datetime
 import statistics
+import subprocess
 import sys
 from pathlib import Path
 
@@ -74,9 +75,11 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     props = torch.cuda.get_device_properties(0)
-    env = {"gpu_name": torch.cuda.get_device_name(0), "sm_count": props.multi_processor_count,
-           "torch": torch.__version__, "cuda": torch.version.cuda, "cudnn": torch.backends.cudnn.version(),
-           "memory_bytes": props.total_memory,
+    driver = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                            capture_output=True, text=True).stdout.split("\n")[0].strip() or "unknown"
+    env = {"gpu_name": torch.cuda.get_device_name(0), "sm_count": props.multi_processor_count, "driver": driver,
+           "torch": torch.__version__, "triton": "not used", "cuda": torch.version.cuda,
+           "cudnn": torch.backends.cudnn.version(), "memory_bytes": props.total_memory,
            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
     rows, failures = [], []
     for b, s, h, d in CASES:
