@@ -100,22 +100,19 @@ def _of_free_memory(sets: Mapping[str, object], fraction: float) -> float:
     """The `serving.gpu_memory_utilization` (a share of the device's memory, as vLLM's and SGLang's fractions are)
     that leaves the KV cache what TensorRT-LLM's `free_gpu_memory_fraction` does: that share of the memory left
     after the weights and the runtime's buffers, u T - W - O = f (T - W - O)."""
-    from hwmodels.dtypes import Dtype
-    from hwmodels.spec import load_gpu
     from simulator.scenario import load_scenario
-    from workloads.deployment import Deployment
+    from simulator.simulate import deployment_of
     from workloads.memory import plan_memory
 
-    serving = load_scenario(None, sets=[f"{k}={v}" for k, v in sets.items()]).serving  # the limits the run takes
-    gpu = load_gpu(str(sets["hardware.platform"]).rsplit("-", 1)[0])
-    deployment = Deployment(load_model(str(sets["model.name"])), gpu, tp=int(sets["parallel.tp"]),
-                            ep=int(sets["parallel.ep"]), kv_cache=Dtype(sets["precision.kv_cache"]))
+    scenario = load_scenario(None, sets=[f"{k}={v}" for k, v in sets.items()])
+    serving, deployment = scenario.serving, deployment_of(scenario)  # the deployment and limits the run takes
     try:
         plan = plan_memory(deployment, mem_fraction=1.0, max_num_seqs=serving.max_num_seqs,
                            max_batched_tokens=serving.max_num_batched_tokens)
     except ValueError as err:
         raise Excluded(str(err).splitlines()[0]) from None
-    total, held = gpu.memory_total_bytes, plan.weights_bytes_per_gpu + plan.workspace_bytes + plan.reserve_bytes
+    held = plan.weights_bytes_per_gpu + plan.workspace_bytes + plan.reserve_bytes
+    total = deployment.gpu.memory_total_bytes
     return (held + fraction * (total - held)) / total
 
 
