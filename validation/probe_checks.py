@@ -17,10 +17,16 @@ named below, so they test how the cycle-level model combines its terms:
   program (t, b) writes 4 to 512 bytes of each of the 128 rows of a 64 KiB block, the tiles of one block
   consecutive in the grid, from 1 MiB to 512 MiB a launch (`Program.row_run_bytes`, `Program.sector_factor`).
 
-Each row is a `Comparison` (group "probe tiles", "probe grid" or "probe store tiles"), predicted as its kernel
-ran: the copy as the model's `Copy` split over the row's grid, the grid probe's kernel with its compiled code's
-counts and timeline (`compiled/sass_counts.py`, kernel `probe_tile_work`), the column tiles as a store of their
-rows over their grid.
+- `probe_async.csv`: a tile of 4 to 64 KiB per loop trip feeding a `tl.dot`, loaded through registers (LDG,
+  num_stages 1) or by asynchronous copy into shared memory (cp.async, num_stages 2 and 3), 1 to 4 programs per
+  SM and 1 to 66 programs alone. No constant comes from it: each row is the product's prediction of a Triton
+  kernel it never saw, `infersim kernel --triton companion/kernels/probes.py:tile_dot_kernel` at the row's grid,
+  arguments and stages (`async_rows`, which needs Triton to compile it).
+
+Each row is a `Comparison` (group "probe tiles", "probe grid", "probe store tiles" or "probe async"), predicted
+as its kernel ran: the copy as the model's `Copy` split over the row's grid, the grid probe's kernel with its
+compiled code's counts and timeline (`compiled/sass_counts.py`, kernel `probe_tile_work`), the column tiles as a
+store of their rows over their grid, the async probe's kernel as `infersim kernel --triton` prices it.
 """
 
 from __future__ import annotations
@@ -130,4 +136,42 @@ def grid_rows(hw: str = "h200") -> list[Comparison]:
         # eager launches with the host's gaps hidden: the GPU's own launch cost (`compare`)
         out.append(compare({**row, "launch_mode": "eager", "host_gaps": "hidden"}, counted, hw,
                            f"tile work {config} programs={programs}", "probe grid"))
+    return out
+
+
+ASYNC_KERNEL = "companion/kernels/probes.py:tile_dot_kernel"
+ASYNC_BUFFER_BYTES = 1 << 30  # the probe's bf16 source (`companion.bench.probes.MLP_BUFFER_BYTES`)
+ASYNC_ITERS = 512  # tiles a program reads a sample at most (`companion.bench.probes.MLP_ITERS`)
+
+
+def async_arguments(row: dict[str, str]) -> tuple[int, list[str], int]:
+    """(grid, the `--arg` values of one async-probe row as the bench launched it, num_stages)."""
+    grid, rows, cols = int(row["grid"]), int(row["rows"]), int(row["cols"])
+    total = ASYNC_BUFFER_BYTES // 2 // (rows * cols)
+    tiles = min(total, grid * ASYNC_ITERS)
+    args = [f"src_ptr=bf16[{total},{rows},{cols}]", f"w_ptr=bf16[16,{rows}]", f"out_ptr=fp32[{grid},16,{cols}]",
+            "base_tile=0", f"n_tiles={tiles}", f"total_tiles={total}", f"ROWS={rows}", f"COLS={cols}", "M=16"]
+    return grid, args, int(row["num_stages"])
+
+
+def async_rows(hw: str = "h200") -> list[Comparison]:
+    """The async probe's rows against `infersim kernel --triton` of the same kernel, grid, arguments and stages."""
+    from hwmodels.calibration import load_calibration
+    from hwmodels.roofline import kernel_time
+    from hwmodels.spec import load_gpu
+    from validation.comparison import launch_mode_of
+
+    gpu, calib = load_gpu(hw), load_calibration(hw)
+    from compiled.triton_args import parse_args
+    from compiled.triton_kernel import triton_launch
+
+    out = []
+    for row in _rows(hw, "async"):
+        grid, args, stages = async_arguments(row)
+        found = triton_launch(ASYNC_KERNEL, (grid, 1, 1), parse_args(args), gpu, int(row["num_warps"]), stages)
+        mode = launch_mode_of({**row, "launch_mode": "eager", "host_gaps": "hidden"})
+        t = kernel_time(found.work, gpu, calib, mode)
+        label = f"tile {row['rows']}x{row['cols']} stages={stages} programs={grid}"
+        out.append(Comparison(label, "probe async", "eager", float(row["time_s_median"]), t.time_s, t.bound.value,
+                              mode=mode.value))
     return out

@@ -92,6 +92,8 @@ _OWN_COLUMNS = {
               ("issue_cycles", "drain_cycles")),
     "tiles": (("tile_bytes", "pitch_bytes", "rows_per_block", "footprint_bytes", "rotation_bytes", "num_warps",
                "bytes_per_sample"), ("bytes_per_s",)),
+    "async": (("grid", "rows", "cols", "num_stages", "num_warps", "active_sms", "tile_bytes", "bytes_per_sample",
+               "bytes_in_flight_per_sm"), ("bytes_per_s", "bytes_per_s_per_sm")),
 }
 MULTI_GPU_PROBES = ("peer",)  # recorded on two GPUs of one host (data/<gpu>x2/), skipped on one
 # written and runnable, not yet recorded: no CSV is committed, their constants stay None (and the model's

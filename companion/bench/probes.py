@@ -16,6 +16,8 @@ about 1-2 s per distinct kernel configuration; ~30 configurations in all):
 
 - latency (~8 s): dependent-load latency of L2 and HBM (pointer chase over 16 KiB to 2 GiB).
 - mlp (~25 s): read bandwidth per SM against bytes in flight per SM: latency under load and per-SM cap.
+- async (~40 s): the same curve when tiles reach shared memory by asynchronous copy (cp.async), and through
+  registers in the same kernel for comparison.
 - l2 (~8 s): bandwidth of repeated reads of a footprint: the L2 plateau and where reuse falls out of L2.
 - floor (~5 s): per-node time of tiny kernels in a CUDA graph: the launch floor and one DRAM round trip.
 - issue (~20 s): issue rate and dependent latency of FFMA, IMAD, shift/LOP3 and MUFU.EX2, and the issue rate of
@@ -63,6 +65,17 @@ MLP_WARPS = (1, 4, 8)
 MLP_SMALL_GRIDS = (1, 4, 16, 33, 66)  # one program on each of that many SMs: BLOCK 4096, 4 warps
 MLP_MAX_ELEMS_PER_THREAD = 64  # above this the accumulator and the loaded block spill registers: skipped
 MLP_QUICK = {"programs_per_sm": (1, 4), "blocks": (1024, 4096), "warps": (4,), "small_grids": (1, 33)}
+
+# async: the tile-dot kernel over 1 GiB of bf16, [ROWS, COLS] tiles of 4 to 64 KiB; num_stages 1 (LDG) and 2, 3
+# (LDGSTS: 1 and 2 tiles in flight a program); 1, 2, 4 programs a SM where their shared memory fits.
+ASYNC_TILES = ((32, 64), (32, 128), (32, 256), (64, 256), (64, 512))  # 4, 8, 16, 32, 64 KiB of bf16
+ASYNC_STAGES = (1, 2, 3)
+ASYNC_PROGRAMS_PER_SM = (1, 2, 4)
+ASYNC_SMALL_GRIDS = (1, 33, 66)  # one program on each of that many SMs: 16 KiB tiles, 2 stages
+ASYNC_M = 16  # rows of the dot's other operand: the smallest mma tile, so the tile's bytes bind, not its math
+ASYNC_WARPS = 4
+ASYNC_SHARED_PER_SM = 227 * KIB  # sm_90's shared memory per SM that one block may hold (CUDA guide, H100)
+ASYNC_QUICK = {"tiles": ((32, 256), (64, 512)), "programs_per_sm": (1, 4), "small_grids": (1,)}
 
 # l2: grid of 8 programs per SM, 8 warps, 4 KiB blocks; each sample reads ~1 GiB from the footprint.
 L2_FOOTPRINTS_MIB = (1, 4, 8, 16, 24, 32, 40, 48, 56, 64, 96, 128, 512)
@@ -280,6 +293,71 @@ def probe_mlp(env: dict, quick: bool) -> list[dict]:
               f"{rate / active / 1e9:6.2f} GB/s/SM at {rows[-1]['bytes_in_flight_per_sm']:.0f} B in flight",
               flush=True)
     return rows
+
+
+def probe_async(env: dict, quick: bool) -> list[dict]:
+    """Read bandwidth per SM against bytes in flight per SM when tiles reach shared memory by asynchronous copy.
+
+    The same tile-dot kernel with num_stages=1 loads its tile through registers (LDG, every byte of a tile in
+    flight at once); with num_stages=2 or 3 Triton pipelines it with cp.async (LDGSTS) into shared memory, one or
+    two tiles ahead. A loop whose copies the compiled code waits for (the MLA decode's) moves its bytes at the rate
+    this curve gives for its bytes in flight, which the LDG curve (`mlp`) may not. Each sample reads fresh data
+    (a rotating start), never from L2; the first launch of each configuration is checked against float64.
+    """
+    import torch
+
+    from companion.bench.timing import DEVICE, bench
+    from companion.kernels import probes as k
+    from validation.measure_output import summarize
+
+    sm = env["sm_count"]
+    q = ASYNC_QUICK if quick else {"tiles": ASYNC_TILES, "programs_per_sm": ASYNC_PROGRAMS_PER_SM,
+                                   "small_grids": ASYNC_SMALL_GRIDS}
+    configs = [(sm * p, rows, cols, stages) for rows, cols in q["tiles"] for stages in ASYNC_STAGES
+               for p in q["programs_per_sm"]]
+    configs += [(g, 32, 256, 2) for g in q["small_grids"]]
+    src = torch.randn(MLP_BUFFER_BYTES // 2, device=DEVICE, dtype=torch.bfloat16)
+    w = torch.randn(ASYNC_M, 64, device=DEVICE, dtype=torch.bfloat16)
+    rows_out = []
+    for grid, rows, cols, stages in configs:
+        tile_bytes = rows * cols * 2
+        per_sm = -(-grid // sm)
+        if per_sm * max(1, stages - 1) * tile_bytes > ASYNC_SHARED_PER_SM:  # Triton's buffers: stages - 1 tiles
+            print(f"async grid={grid} tile={tile_bytes} stages={stages}: skipped (shared memory)", flush=True)
+            continue
+        total = src.numel() // (rows * cols)
+        n_tiles = min(total, grid * MLP_ITERS)
+        tiles = src[: total * rows * cols].view(total, rows, cols)
+        wt = w[:, :rows].contiguous()
+        out = torch.empty(grid, ASYNC_M, cols, device=DEVICE, dtype=torch.float32)
+        state = {"base": 0}
+
+        def launch(grid=grid, rows=rows, cols=cols, stages=stages, tiles=tiles, wt=wt, out=out, n=n_tiles,
+                   total=total, state=state) -> None:
+            k.tile_dot_kernel[(grid,)](tiles, wt, out, state["base"], n, total, ROWS=rows, COLS=cols, M=ASYNC_M,
+                                       num_warps=ASYNC_WARPS, num_stages=stages)
+            state["base"] = (state["base"] + n) % total
+
+        launch()
+        torch.cuda.synchronize()
+        picked = torch.arange(n_tiles, device=DEVICE) % total
+        ref = torch.einsum("mr,trc->mc", wt.double(), tiles[picked].double())
+        got = out.double().sum(dim=0)
+        if not torch.allclose(got, ref, rtol=2e-2, atol=2e-2 * math.sqrt(n_tiles * rows)):
+            raise ProbeError(f"async grid={grid} tile={rows}x{cols} stages={stages}: "
+                             f"max |error| {(got - ref).abs().max().item():.3g}")
+        stats = summarize(bench(launch, 1, hide_host_gaps=True))
+        active = min(grid, sm)
+        nbytes = n_tiles * tile_bytes
+        rate = nbytes / stats["time_s_median"]
+        in_flight = grid / active * tile_bytes * max(1, stages - 1)
+        rows_out.append({"grid": grid, "rows": rows, "cols": cols, "num_stages": stages, "num_warps": ASYNC_WARPS,
+                         "active_sms": active, "tile_bytes": tile_bytes, "bytes_per_sample": nbytes,
+                         "bytes_in_flight_per_sm": in_flight, **stats, "bytes_per_s": rate,
+                         "bytes_per_s_per_sm": rate / active})
+        print(f"async grid={grid:4} tile={rows}x{cols} stages={stages}: {rate / 1e9:8.1f} GB/s, "
+              f"{rate / active / 1e9:6.2f} GB/s/SM at {in_flight:.0f} B in flight", flush=True)
+    return rows_out
 
 
 def probe_l2(env: dict, quick: bool) -> list[dict]:
@@ -1133,7 +1211,7 @@ def probe_tiles(env: dict, quick: bool) -> list[dict]:
 PROBE_FUNCTIONS: dict[str, Callable[[dict, bool], list[dict]]] = {
     "latency": probe_latency, "mlp": probe_mlp, "l2": probe_l2, "floor": probe_floor, "issue": probe_issue,
     "mma": probe_mma, "smem": probe_smem, "clock": probe_clock, "peer": probe_peer, "grid": probe_grid,
-    "rows": probe_rows, "host": probe_host, "queue": probe_queue, "tiles": probe_tiles,
+    "rows": probe_rows, "host": probe_host, "queue": probe_queue, "tiles": probe_tiles, "async": probe_async,
 }
 if tuple(PROBE_FUNCTIONS) != spec.PROBES:
     raise RuntimeError(f"bench probes {tuple(PROBE_FUNCTIONS)} differ from validation.probes.PROBES {spec.PROBES}")

@@ -9,6 +9,8 @@ the suite's random inputs (`suites.kda`); at 704 tokens the intra kernel has 132
 `quickreduce CODEC MIB`: one two-rank all-reduce of MIB MiB of bf16 with both ranks emulated on this GPU (local
 buffers, no link), 1024 programs of 4 warps as the sweep launches it; its six kernels (scatter, reduce and
 gather of each rank).
+`kda-verify SEQS BLOCK_V`: one KDA verify (`suites.kda`: 4 positions, 12 heads, K = V = 128, the states of every
+position stored) of SEQS sequences with value tiles of BLOCK_V columns.
 `mla SEQS CONTEXT SPLITS`: one split-KV MLA decode (`suites.mla_decode`: 12 heads, unpadded, 576-wide cache rows
 of bf16, uniform lengths) of SEQS sequences of CONTEXT tokens in SPLITS splits, and its merge when split.
 
@@ -96,6 +98,15 @@ def _kda(tokens: int) -> Callable[[], object]:
     return lambda: launch(inputs)
 
 
+def _kda_verify(seqs: int, block_v: int) -> Callable[[], object]:
+    from companion.bench.suites.kda import _launcher, _make_set
+    from validation.suites.kda import RECURRENT_WARPS, VERIFY, VERIFY_POSITIONS, KdaCase
+
+    case = KdaCase(VERIFY, seqs, VERIFY_POSITIONS, block_v, RECURRENT_WARPS, store_states=True)
+    inputs, launch = _make_set(case), _launcher(case)
+    return lambda: launch(inputs)
+
+
 def _quickreduce(codec: str, mib: int) -> Callable[[], object]:
     import torch
 
@@ -127,7 +138,8 @@ def main(argv: Sequence[str]) -> int:
     if argv[:1] == ["summary"] and len(argv) == 2:
         print(summary(argv[1]))
         return 0
-    targets = {"kda": lambda a: _kda(int(a[0])), "quickreduce": lambda a: _quickreduce(a[0], int(a[1])),
+    targets = {"kda": lambda a: _kda(int(a[0])), "kda-verify": lambda a: _kda_verify(int(a[0]), int(a[1])),
+               "quickreduce": lambda a: _quickreduce(a[0], int(a[1])),
                "mla": lambda a: _mla(int(a[0]), int(a[1]), int(a[2]))}
     if not argv or argv[0] not in targets:
         print(f"usage: {HELP}\n  targets: {', '.join(targets)}", file=sys.stderr)

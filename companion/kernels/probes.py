@@ -140,6 +140,38 @@ def read_sum_ref(src: np.ndarray, programs: int, base_block: int, n_blocks: int,
     return out
 
 
+@triton.jit(do_not_specialize=["base_tile"])
+def tile_dot_kernel(src_ptr, w_ptr, out_ptr, base_tile, n_tiles, total_tiles, ROWS: tl.constexpr,
+                    COLS: tl.constexpr, M: tl.constexpr):
+    """Program p multiplies w [M, ROWS] by tiles base + p, base + p + G, ... (mod total_tiles) of src, each
+    [ROWS, COLS] contiguous, into out[p] [M, COLS] (fp32 accumulation).
+
+    The tile feeds a `tl.dot`, so with num_stages >= 2 Triton's software pipeline loads it with asynchronous
+    copies into shared memory (sm_80+: LDGSTS, `num_stages - 1` tiles in flight a program); with num_stages=1
+    it loads it through registers (LDG). The same kernel measures both ways a tile reaches a matrix unit.
+    """
+    pid = tl.program_id(0)
+    g = tl.num_programs(0)
+    r = tl.arange(0, ROWS)
+    c = tl.arange(0, COLS)
+    m = tl.arange(0, M)
+    w = tl.load(w_ptr + m[:, None] * ROWS + r[None, :])
+    acc = tl.zeros([M, COLS], dtype=tl.float32)
+    for j in range(pid, n_tiles, g):
+        tile = (base_tile + j) % total_tiles
+        acc = tl.dot(w, tl.load(src_ptr + (tile * ROWS + r[:, None]) * COLS + c[None, :]), acc)
+    tl.store(out_ptr + pid * M * COLS + m[:, None] * COLS + c[None, :], acc)
+
+
+def tile_dot_ref(src: np.ndarray, w: np.ndarray, programs: int, base_tile: int, n_tiles: int) -> np.ndarray:
+    """float64 [programs, M, COLS] of `tile_dot_kernel`; src [total_tiles, ROWS, COLS], w [M, ROWS]."""
+    tiles = src.astype(np.float64)
+    out = np.zeros((programs, w.shape[0], src.shape[2]))
+    for j in range(n_tiles):
+        out[j % programs] += w.astype(np.float64) @ tiles[(base_tile + j) % src.shape[0]]
+    return out
+
+
 # --- tiny kernels for the launch floor -----------------------------------------------------------------
 
 

@@ -59,6 +59,18 @@ def test_read_sum_matches_float64(rng, device, programs, base, n_blocks, cache_g
     np.testing.assert_allclose(out.cpu().double().numpy(), ref, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize(("programs", "base", "n_tiles", "stages"), [(3, 2, 7, 1), (2, 5, 9, 2)])
+def test_tile_dot_matches_float64(rng, device, programs, base, n_tiles, stages):
+    rows, cols, m, total = 16, 32, 16, 5
+    src = torch.randn(total, rows, cols, generator=rng).to(DOT_DTYPE)
+    w = torch.randn(m, rows, generator=rng).to(DOT_DTYPE)
+    out = torch.full((programs, m, cols), float("nan"), device=device)
+    k.tile_dot_kernel[(programs,)](src.to(device), w.to(device), out, base, n_tiles, total, ROWS=rows, COLS=cols,
+                                   M=m, num_warps=4, num_stages=stages)
+    ref = k.tile_dot_ref(src.float().numpy(), w.float().numpy(), programs, base, n_tiles)
+    np.testing.assert_allclose(out.cpu().double().numpy(), ref, rtol=2e-2, atol=2e-2)
+
+
 @pytest.mark.parametrize("block", [1, 16])
 def test_copy_tile_copies(rng, device, block):
     src = torch.randn(3 * block, generator=rng).to(device)
