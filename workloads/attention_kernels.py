@@ -27,17 +27,20 @@ class AttentionPrefill(KernelKind):
     q_len: int  # new query tokens per sequence
     heads: int  # query heads
     kv_heads: int  # key/value heads; heads must be a multiple (GQA)
-    head_dim: int  # values per head, for q, k and v
+    head_dim: int  # values per head of q and k (and of v, unless head_dim_v says otherwise)
     cached: int = 0  # tokens of the prefix already in the KV cache
     causal: bool = True  # query i sees cached + i + 1 keys; False: every query sees all keys
     dtype: Dtype = Dtype.BF16  # storage and math dtype of q, k, v and o
     block_m: int = 128  # query rows per workgroup
     threads: int = 256  # threads per workgroup
     block_n: int = 64  # key rows staged in LDS per inner step
+    # values per head of v and of the output; 0: head_dim. DeepSeek-style MLA prefill scores 192-wide q and k
+    # (128 + 64 rotary) against 128-wide values.
+    head_dim_v: int = 0
 
     def __post_init__(self) -> None:
         check_ints(self, ("seqs", "q_len", "heads", "kv_heads", "head_dim", "block_m", "threads",
-                           "block_n"), ("cached",))
+                           "block_n"), ("cached", "head_dim_v"))
         if not isinstance(self.causal, bool):
             raise ValueError(f"causal must be a bool, got {self.causal!r}")
         coerce(self, "dtype", Dtype)
@@ -50,9 +53,15 @@ class AttentionPrefill(KernelKind):
         q, c = self.q_len, self.cached
         return q * c + q * (q + 1) // 2 if self.causal else q * (c + q)
 
+    @property
+    def value_dim(self) -> int:
+        """Values per head of v and of the output."""
+        return self.head_dim_v or self.head_dim
+
     def launches(self) -> tuple[Work, ...]:
-        """One launch: QK^T and PV (2 FLOP each per pair per head dim) plus softmax per pair."""
-        s, h, d = self.seqs, self.heads, self.head_dim
+        """One launch: QK^T (2 FLOP per pair per q/k value) and PV (2 per pair per v value), plus softmax per
+        pair."""
+        s, h, d, dv = self.seqs, self.heads, self.head_dim, self.value_dim
         keys = self.cached + self.q_len
         group = h // self.kv_heads
         # GQA packing (FlashAttention-3's pack_gqa, FlashInfer's decode): when a KV group's queries fit one
@@ -63,23 +72,24 @@ class AttentionPrefill(KernelKind):
         return (
             Work(
                 flop_by_dtype={
-                    self.dtype: 4 * s * h * d * self.pairs,
+                    self.dtype: 2 * s * h * (d + dv) * self.pairs,
                     Dtype.FP32: _SOFTMAX_FLOP_PER_PAIR * s * h * self.pairs,
                 },
                 read_bytes=self.dtype.storage_bytes(s * self.q_len * h * d)
-                + self.dtype.storage_bytes(s * 2 * keys * self.kv_heads * d),
-                write_bytes=self.dtype.storage_bytes(s * self.q_len * h * d),
+                + self.dtype.storage_bytes(s * keys * self.kv_heads * (d + dv)),
+                write_bytes=self.dtype.storage_bytes(s * self.q_len * h * dv),
                 workgroups=blocks,
                 threads_per_workgroup=self.threads,
-                # the Q tile plus one K and one V tile: (block_m + 2*block_n) * head_dim * bits/8
-                lds_bytes_per_workgroup=cdiv((self.block_m + 2 * self.block_n) * d * self.dtype.bits, 8),
+                # the Q tile plus one K and one V tile: (block_m + block_n) * head_dim + block_n * head_dim_v values
+                lds_bytes_per_workgroup=cdiv(((self.block_m + self.block_n) * d + self.block_n * dv)
+                                             * self.dtype.bits, 8),
                 family=Family.ATTENTION_PREFILL,
                 # a query block's rows against its keys: every key, or under a causal mask the mean block's
                 # (assumption: the library's tile scheduler deals the unequal causal blocks out longest first,
                 # as FlashAttention-3's persistent scheduler does: each CU does the mean block per round, the
                 # busiest one heaviest block's excess more)
-                flop_per_workgroup=(4 * d + _SOFTMAX_FLOP_PER_PAIR) * rows * self._block_keys(keys, rows),
-                flop_heaviest_workgroup=(4 * d + _SOFTMAX_FLOP_PER_PAIR) * rows * keys,
+                flop_per_workgroup=(2 * (d + dv) + _SOFTMAX_FLOP_PER_PAIR) * rows * self._block_keys(keys, rows),
+                flop_heaviest_workgroup=(2 * (d + dv) + _SOFTMAX_FLOP_PER_PAIR) * rows * keys,
                 # the query blocks and heads of one KV group share its K and V through L2
                 memory_workgroups=s * self.kv_heads,
                 program=self._program(self._block_keys(keys, rows),
@@ -105,7 +115,7 @@ class AttentionPrefill(KernelKind):
         d, bn = self.head_dim, self.block_n
         narrow = self.dtype.bits <= 8
         chain = Chain(mma=mma_steps(d, narrow) + mma_steps(bn, narrow), shuffle=4, sfu=2, alu=3)
-        return Program(trips=cdiv(keys, bn), trip_load_bytes=self.dtype.storage_bytes(2 * bn * d),
+        return Program(trips=cdiv(keys, bn), trip_load_bytes=self.dtype.storage_bytes(bn * (d + self.value_dim)),
                        trip_chain=chain, prefetch=1, reuse=reuse)
 
 

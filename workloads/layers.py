@@ -290,8 +290,8 @@ def _mla_sequence_items(layer: int, batch: Batch, d: Deployment) -> Iterator[Ste
         yield from _act_quant(layer, "mla.kv_b", PREFILL_HISTORY, history, a.kv_lora_rank, d, Part.ATTENTION)
         yield _k(layer, "mla.kv_b", PREFILL_HISTORY, _gemm(d, Part.ATTENTION, history, up_width, a.kv_lora_rank))
         yield _k(layer, "mla.prefill_attention", PREFILL_HISTORY, AttentionPrefill(
-            seqs=len(tokens), q_len=_mean(tokens), heads=h, kv_heads=h, head_dim=qk, cached=_mean(cached),
-            **tiles.attention_tiles(d.gpu, head_dim=qk).fields))
+            seqs=len(tokens), q_len=_mean(tokens), heads=h, kv_heads=h, head_dim=qk, head_dim_v=a.v_head_dim,
+            cached=_mean(cached), **tiles.attention_tiles(d.gpu, head_dim=qk).fields))
 
 
 def _kda_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:

@@ -1,14 +1,18 @@
 """Causal attention prefill through PyTorch's scaled_dot_product_attention on the GPU: FlashAttention-2 (SDPA's
-flash backend) and cuDNN's fused attention, bf16, checked against float64, then timed. Diagnostic data, not a suite:
-`infersim kernel attention-prefill` prices FlashAttention-3's tiles on Hopper (what vLLM and SGLang run), and no
-validation suite measures attention prefill yet; these rows say how far the two libraries PyTorch ships are from it.
+flash backend) and cuDNN's fused attention, bf16, checked against float64, then timed. `infersim kernel
+attention-prefill` prices FlashAttention-3's tiles on Hopper (what vLLM and SGLang run), which cannot be installed
+where this runs; cuDNN's graph-timed rows stand for it: `validation/attention_prefill.py` fits the H200's
+attention-prefill efficiency on the long 128-wide rows and tests it on the others.
 
     python -m companion.bench.attention_prefill --out DIR    # writes DIR/attention_prefill.csv
 
 Work counted before timing: a causal prefill of S tokens does 2 matmuls of 2 * S * (S + 1) / 2 * D flops per
 (batch, head), and moves at least q, k, v and the output once (4 * B * S * H * D bf16 values). Each case is checked
-on the last 64 query rows of two heads against float64 on the same inputs, timed eagerly (a prefill step runs outside
-CUDA graphs) with CUDA events after warm-up, over two input sets in turn, and reported as the median of the samples.
+on the last 64 query rows of two heads against float64 on the same inputs, then timed two ways with CUDA events after
+warm-up, over two input sets in turn, and reported as the median of the samples: eagerly (a prefill step runs outside
+CUDA graphs; the host's launch cost of the library call is in the sample when the kernel is shorter) and as one node
+of a captured CUDA graph (`launch_mode` graph: the kernel's own time and one graph node, the host hidden).
+DeepSeek-style MLA prefill shapes have query/key heads of 192 and value heads of 128 (`head_dim_v`).
 """
 
 from __future__ import annotations
@@ -28,14 +32,19 @@ from torch.nn.attention import SDPBackend, sdpa_kernel
 # per-GPU prefill shapes of served models (DeepSeek-V3/R1's 128 heads at TP8: 16 a GPU; Llama-70B's 64 at TP2 and
 # TP8 ...), from 1k to 16k tokens
 CASES = [(16, 559, 16, 64), (1, 1024, 16, 128), (1, 4096, 16, 128), (1, 8192, 16, 128), (1, 16384, 16, 128),
-         (4, 2048, 32, 128), (1, 8192, 32, 128), (8, 1024, 32, 64), (1, 2048, 64, 64), (2, 4096, 8, 128)]
+         (4, 2048, 32, 128), (1, 8192, 32, 128), (8, 1024, 32, 64), (1, 2048, 64, 64), (2, 4096, 8, 128),
+         (1, 256, 16, 128), (1, 512, 16, 128), (1, 2048, 16, 128), (4, 1024, 16, 128)]
+# (batch, tokens, heads, head_dim, head_dim_v): DeepSeek-V3/R1's MLA prefill at TP8 (16 of 128 heads a GPU,
+# q/k of 128 + 64 rotary, v of 128)
+MLA_CASES = [(1, 1024, 16, 192, 128), (1, 2048, 16, 192, 128), (1, 4096, 16, 192, 128), (1, 8192, 16, 192, 128),
+             (4, 1024, 16, 192, 128), (1, 16384, 16, 192, 128), (2, 8192, 16, 192, 128)]
 BACKENDS = {"flash": SDPBackend.FLASH_ATTENTION, "cudnn": SDPBackend.CUDNN_ATTENTION}
 WARMUP, SAMPLES, CHECK_ROWS = 10, 40, 64
 REL_ERR_MAX = 2e-2  # bf16 operands, fp32 accumulation, bf16 output (METHOD: 1e-3 to 1e-2; softmax adds a little)
 
 
-def _inputs(b: int, s: int, h: int, d: int) -> tuple[torch.Tensor, ...]:
-    return tuple(torch.randn(b, h, s, d, device="cuda", dtype=torch.bfloat16) for _ in range(3))
+def _inputs(b: int, s: int, h: int, d: int, dv: int) -> tuple[torch.Tensor, ...]:
+    return tuple(torch.randn(b, h, s, width, device="cuda", dtype=torch.bfloat16) for width in (d, d, dv))
 
 
 def _check(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor) -> float:
@@ -69,6 +78,23 @@ def _time(fn, sets: list[tuple[torch.Tensor, ...]]) -> list[float]:
     return samples
 
 
+def _graphed(fn, sets: list[tuple[torch.Tensor, ...]]) -> list:
+    """One captured CUDA graph of one call per input set, as zero-argument replays."""
+    stream = torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):  # the warm-up a capture needs, on a side stream
+        for args in sets:
+            fn(*args)
+    torch.cuda.current_stream().wait_stream(stream)
+    graphs = []
+    for args in sets:
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            fn(*args)
+        graphs.append(graph)
+    return [graph.replay for graph in graphs]
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", required=True, type=Path)
@@ -82,10 +108,10 @@ def main(argv: list[str] | None = None) -> int:
            "cudnn": torch.backends.cudnn.version(), "memory_bytes": props.total_memory,
            "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%dT%H:%M:%SZ")}
     rows, failures = [], []
-    for b, s, h, d in CASES:
-        sets = [_inputs(b, s, h, d) for _ in range(2)]
-        flop = 2 * 2 * b * h * d * s * (s + 1) / 2
-        moved = 4 * b * s * h * d * 2
+    for b, s, h, d, dv in [(*c, c[3]) for c in CASES] + MLA_CASES:
+        sets = [_inputs(b, s, h, d, dv) for _ in range(2)]
+        flop = 2 * b * h * (d + dv) * s * (s + 1) / 2
+        moved = b * s * h * (3 * d + dv) * 2 if d != dv else 4 * b * s * h * d * 2
         for name, backend in BACKENDS.items():
             def fn(q, k, v, backend=backend):
                 with sdpa_kernel(backend):
@@ -96,24 +122,30 @@ def main(argv: list[str] | None = None) -> int:
                 err = _check(*sets[0], out)
                 if not err < REL_ERR_MAX:
                     raise RuntimeError(f"relative error {err:.2e}")
-                samples = _time(fn, sets)
+                timed = {"eager": _time(fn, sets)}
+                replays = _graphed(fn, sets)
+                timed["graph"] = _time(lambda i, r=replays: r[i](), [(i,) for i in range(len(replays))])
             except Exception as exc:  # a backend that does not take the shape: recorded, the others go on
-                failures.append(f"{name} {b}x{s} h{h} d{d}: {type(exc).__name__}: {str(exc).splitlines()[0][:160]}")
+                failures.append(f"{name} {b}x{s} h{h} d{d}/{dv}: {type(exc).__name__}: "
+                                f"{str(exc).splitlines()[0][:160]}")
                 continue
-            median = statistics.median(samples)
-            q10, q90 = (statistics.quantiles(samples, n=10)[i] for i in (0, -1))
-            rows.append({"backend": name, "batch": b, "tokens": s, "heads": h, "head_dim": d, "causal": True,
-                         "dtype": "bfloat16", "launch_mode": "eager", "time_s_median": f"{median:.6e}",
-                         "time_s_p10": f"{q10:.6e}", "time_s_p90": f"{q90:.6e}", "samples": SAMPLES,
-                         "flop": f"{flop:.0f}", "bytes": moved, "tflop_per_s": f"{flop / median / 1e12:.1f}",
-                         "rel_err": f"{err:.2e}", "input_sets": len(sets), **env})
+            for mode, samples in timed.items():
+                median = statistics.median(samples)
+                q10, q90 = (statistics.quantiles(samples, n=10)[i] for i in (0, -1))
+                rows.append({"backend": name, "batch": b, "tokens": s, "heads": h, "head_dim": d, "head_dim_v": dv,
+                             "causal": True, "dtype": "bfloat16", "launch_mode": mode,
+                             "time_s_median": f"{median:.6e}", "time_s_p10": f"{q10:.6e}",
+                             "time_s_p90": f"{q90:.6e}", "samples": SAMPLES, "flop": f"{flop:.0f}", "bytes": moved,
+                             "tflop_per_s": f"{flop / median / 1e12:.1f}", "rel_err": f"{err:.2e}",
+                             "input_sets": len(sets), **env})
     path = args.out / "attention_prefill.csv"
     with path.open("w", newline="") as handle:
         writer = csv.DictWriter(handle, fieldnames=list(rows[0]))
         writer.writeheader()
         writer.writerows(rows)
     for r in rows:
-        print(f"{r['backend']:6s} {r['batch']:>3}x{r['tokens']:<6} h{r['heads']:<3} d{r['head_dim']:<4} "
+        print(f"{r['backend']:6s} {r['launch_mode']:5s} {r['batch']:>3}x{r['tokens']:<6} h{r['heads']:<3} "
+              f"d{r['head_dim']}/{r['head_dim_v']:<4} "
               f"{float(r['time_s_median']) * 1e6:10.1f} us {r['tflop_per_s']:>7} TFLOP/s err {r['rel_err']}")
     for f in failures:
         print("FAILED", f)
