@@ -261,7 +261,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="instead: the collective-library calibration's error on the measured NCCL sweep, e.g. h200-2")
     val.add_argument("--refit", action="store_true", help="with --links: fit the calibration again and write it")
     val.add_argument("--published", action="store_true",
-                     help="instead: the model against the published 8x MI300X all-reduce table")
+                     help="instead: the model against the published all-reduce tables (MK1's 8x MI300X, "
+                          "rccl-tests) and AITER's fused-MoE kernel times on the MI355X")
     val.add_argument("--serving", action="store_true",
                      help="instead: published end-to-end serving results (validation/published/serving.csv), each "
                           "configuration simulated; error of throughput per GPU, TPOT and TTFT per platform")
