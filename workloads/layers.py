@@ -410,6 +410,24 @@ def active_experts(experts: int, routings: int) -> float:
     return experts * -math.expm1(routings * math.log1p(-1 / experts)) if experts > 1 else 1.0
 
 
+# From this many tokens AITER's fused-MoE stage 2 writes each routing's output and reduces them ("_reduce_" kernels);
+# below, it adds them into the token's row atomically ("_atomic_"): its tuned MI355X table for Kimi K3
+# (aiter/configs/model_configs/kimik3_a4w4_tuned_fmoe.csv, validation/published/aiter_moe.csv)
+AITER_REDUCE_MIN_TOKENS = 2048
+
+
+def _moe_combine(layer: int, tokens: int, per_token: int, width: int, aiter: bool) -> Iterator[StepItem]:
+    """The weighted sum of each token's routed expert outputs (its `per_token` rows of `width` the down projection
+    wrote) into one row: a launch of its own on CUDA (vLLM's `moe_sum` after fused_moe's second GEMM,
+    vllm/model_executor/layers/fused_moe/fused_moe.py; SGLang's `moe_sum_reduce`, sglang/srt/layers/moe/
+    fused_moe_triton/fused_moe.py); inside AITER's stage-2 kernel on AMD, by atomic adds (no traffic beyond the rows
+    the down projection is charged for) or, from AITER_REDUCE_MIN_TOKENS tokens, a reduction that reads them back."""
+    if per_token <= 1 or (aiter and tokens < AITER_REDUCE_MIN_TOKENS):
+        return
+    yield _k(layer, "moe.combine", TOKENS, _make(Elementwise, elements=tokens * width, inputs=per_token,
+                                                 ops_per_element=2 * per_token))
+
+
 def _moe_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     """Router, latent down-projection, routed experts, the routed output projection, shared experts."""
     m, t, o = d.model, batch.tokens, d.options
@@ -435,12 +453,15 @@ def _moe_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     yield _k(layer, "moe.routed_up", TOKENS,
              _make(MoeGemm, experts=active, tokens_per_expert=per_expert, n=2 * inter, k=width,
                                             dtype=routed_dt, **tile))
-    yield _k(layer, "moe.routed_act", TOKENS, _make(Elementwise, elements=active * per_expert * inter, inputs=2,
-                                                  ops_per_element=SWIGLU_OPS))
+    aiter = tiles.arch_family(d.gpu) in (tiles.ArchFamily.CDNA3, tiles.ArchFamily.CDNA4)
+    if not aiter:  # AITER's stage-1 kernels apply the activation themselves (their names: `_silu_`, `_Situv2_`)
+        yield _k(layer, "moe.routed_act", TOKENS, _make(Elementwise, elements=active * per_expert * inter, inputs=2,
+                                                      ops_per_element=SWIGLU_OPS))
     yield from _act_quant(layer, "moe.routed_down", TOKENS, active * per_expert, inter, d, Part.ROUTED_EXPERTS)
     yield _k(layer, "moe.routed_down", TOKENS,
              _make(MoeGemm, experts=active, tokens_per_expert=per_expert, n=width, k=inter,
                                               dtype=routed_dt, **tile))
+    yield from _moe_combine(layer, t, math.ceil(routings / t) if t else 0, width, aiter)
     if moe.latent_size:
         yield from _c(layer, "moe.latent_reduce", TOKENS, CollectiveOp.ALL_REDUCE, t * width * ACT_BYTES, d.tp)
         yield _k(layer, "moe.latent_out_norm", TOKENS, _make(RmsNorm, tokens=t, hidden=width))

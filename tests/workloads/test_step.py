@@ -85,7 +85,7 @@ def test_mla_layer_with_latent_moe_decode_is_exact():
         "input_norm", "mla.q_a", "mla.q_a_norm", "mla.q_b", "mla.kv_a", "mla.kv_a_norm", "mla.rope",
         "mla.cache_write", "mla.absorb_k",
         "mla.decode", "mla.absorb_v", "mla.o_proj", "post_attention_norm", "moe.router", "moe.topk",
-        "moe.latent_down", "moe.latent_norm", "moe.routed_up", "moe.routed_act", "moe.routed_down",
+        "moe.latent_down", "moe.latent_norm", "moe.routed_up", "moe.routed_act", "moe.routed_down", "moe.combine",
         "moe.latent_out_norm", "moe.routed_out_proj", "moe.shared_gate_up", "moe.shared_act", "moe.shared_down"]
     t, h = 2, 16
     context = 10 + 1  # the new token attends to itself too
@@ -97,6 +97,7 @@ def test_mla_layer_with_latent_moe_decode_is_exact():
     # 4 routings over 4 experts hit 4 * (1 - (3/4)^4) = 2.73 -> 3 experts of 2 tokens, padded to 16 rows
     moe = (2 * t * 4 * h + 4 * t * 4 + 2 * t * 8 * h + 4 * t * 8
            + 2 * 3 * 16 * 16 * 8 + 4 * 3 * 2 * 8 + 2 * 3 * 16 * 8 * 8
+           + 2 * 2 * t * 8                                # each token's 2 expert outputs summed, latent 8
            + 4 * t * 8 + 2 * t * h * 8
            + 2 * t * 16 * h + 4 * t * 8 + 2 * t * h * 8)
     assert layer_flop(plan, 2) == mla + moe
