@@ -10,7 +10,8 @@ only: nothing is fitted to it.
 
 Each row is priced as the engine prices a MoE layer's expert GEMMs (`workloads.layers`): the experts the routings
 hit in expectation under uniform routing (the fused shared expert hit by every token), an even share of the routings
-each, the GPU's MoE tiles for that many rows an expert, the gate/up `MoeGemm` then the down `MoeGemm`, each
+each, the GPU's MoE tiles for that many rows an expert, the gate/up `MoeGemm` then the down `MoeGemm` (with, from
+`AITER_REDUCE_MIN_TOKENS` tokens, the read-back of each token's expert rows that AITER's stage 2 reduces), each
 launch's own execution without its launch cost (the tuner reads kernel durations from PyTorch's profiler,
 `aiter/test_common.py: perftest`, averaged over 101 runs on rotated inputs). The activation between them is fused
 into stage 1 there and is left out here.
@@ -57,8 +58,8 @@ class MoeRow:
 def _kernels(row: dict[str, str]):
     from hwmodels.dtypes import Dtype
     from hwmodels.spec import load_gpu
-    from workloads.kernels import MoeGemm
-    from workloads.layers import active_experts
+    from workloads.kernels import Elementwise, MoeGemm
+    from workloads.layers import AITER_REDUCE_MIN_TOKENS, active_experts
     from workloads.tiles import moe_gemm_tiles
 
     gpu = load_gpu(row["gpu"])
@@ -71,7 +72,9 @@ def _kernels(row: dict[str, str]):
     dtype = Dtype(row["weight_dtype"])
     tile = moe_gemm_tiles(gpu, tokens_per_expert=per_expert, dtype=dtype).fields
     up = MoeGemm(experts=active, tokens_per_expert=per_expert, n=2 * inter, k=dim, dtype=dtype, **tile)
-    down = MoeGemm(experts=active, tokens_per_expert=per_expert, n=dim, k=inter, dtype=dtype, **tile)
+    down = [MoeGemm(experts=active, tokens_per_expert=per_expert, n=dim, k=inter, dtype=dtype, **tile)]
+    if tokens >= AITER_REDUCE_MIN_TOKENS:  # the engine's `moe.combine` on AMD (workloads.layers._moe_combine)
+        down.append(Elementwise(elements=tokens * dim, inputs=top_k, ops_per_element=2 * top_k))
     return gpu, up, down
 
 
@@ -86,8 +89,9 @@ def compare() -> list[MoeRow]:
         for row in csv.DictReader(f):
             gpu, up, down = _kernels(row)
             calib = load_calibration(gpu.name)
-            t_up, t_down = (sum(t.time_s - t.launch_s for t in launch_times(k, gpu, calib, LaunchMode.QUEUED))
-                            for k in (up, down))
+            t_up, t_down = (sum(t.time_s - t.launch_s for k in kernels
+                                for t in launch_times(k, gpu, calib, LaunchMode.QUEUED))
+                            for kernels in ((up,), down))
             out.append(MoeRow(row["model"], row["gpu"], int(row["tokens"]), int(row["inter_dim"]),
                               float(row["total_us"]) * 1e-6, t_up + t_down, float(row["stage1_us"]) * 1e-6,
                               float(row["stage2_us"]) * 1e-6, t_up, t_down))
