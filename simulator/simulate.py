@@ -28,7 +28,7 @@ from simulator.specdecode import Acceptance
 from workloads.arrivals import FixedRate, Gamma, Infinite, Poisson
 from workloads.attention_backends import default_mla_backend
 from workloads.codecs import Codec
-from workloads.deployment import Deployment
+from workloads.deployment import Deployment, default_shared_fusion
 from workloads.memory import plan_memory
 from workloads.model import Part, load_model
 from workloads.trace_readers import read_trace
@@ -73,8 +73,12 @@ def deployment_of(scenario: Scenario) -> Deployment:
             kv = kv_cache or model.kv_cache
             options = replace(options, mla_backend=default_mla_backend(
                 gpu, scenario.serving.engine, kv_dtype=kv, heads=model.mla.heads // p.tp).value)
-        return Deployment(model, gpu, tp=p.tp, dcp=p.dcp, ep=p.ep, weights=weights, kv_cache=kv_cache,
-                          options=options)
+        deployment = Deployment(model, gpu, tp=p.tp, dcp=p.dcp, ep=p.ep, weights=weights, kv_cache=kv_cache,
+                                options=options)
+        if options.moe_shared_fusion == "auto":  # the engine's default for this model, plan and precision
+            deployment = replace(deployment, options=replace(
+                options, moe_shared_fusion=default_shared_fusion(deployment, scenario.serving.engine)))
+        return deployment
     except FieldError as err:  # the plan or an option does not fit the model: name the scenario key
         section = "parallel" if err.key in ("tp", "dcp", "ep") else "kernels"
         raise ScenarioError(f"{section}.{err.key}: {err}") from None

@@ -16,6 +16,9 @@ from workloads.model import Mixer, ModelSpec, Part
 AUTO_SPLITS = 0  # KernelOptions.mla_num_splits: the backend's heuristic picks ("auto" in a scenario)
 
 
+SHARED_FUSION = ("auto", "fused", "separate")
+
+
 @dataclass(frozen=True)
 class KernelOptions:
     """The switches of the Kimi K3 study's mechanisms, by its numbers; defaults are the 'before' state of each."""
@@ -36,6 +39,9 @@ class KernelOptions:
     dispatcher_copies: bool = True  # mechanism 4: one useless packing copy per KDA layer per step
     # Kimi K3 study: each of the 69 copies moves 1,792 bytes
     dispatcher_copy_bytes: int = ranged(0, 10**9, "assumption: a packing copy moves under 1 GB", 1792)
+    # DeepSeek-style shared expert run inside the routed experts' fused MoE as one more expert every token picks
+    # ("fused") or as GEMMs of its own ("separate"); "auto": the serving engine's default (simulator.simulate)
+    moe_shared_fusion: str = "auto"
     moe_output_dedup: bool = False  # mechanism 3: each rank projects only its own output coordinates
     moe_row_only_weights: bool = False  # mechanism 3: load only the routed-output rows a rank uses
     launch: LaunchMode = LaunchMode.GRAPH  # decode steps replay captured graphs in vLLM and SGLang
@@ -49,6 +55,9 @@ class KernelOptions:
         valid = ("auto", *(b.value for b in MlaBackend))
         if self.mla_backend not in valid:
             raise FieldError("mla_backend", f"{self.mla_backend!r} is not one of {', '.join(valid)}")
+        if self.moe_shared_fusion not in SHARED_FUSION:
+            raise FieldError("moe_shared_fusion",
+                             f"{self.moe_shared_fusion!r} is not one of {', '.join(SHARED_FUSION)}")
         for name in ("mla_pad_heads_to", "dispatcher_copy_bytes"):
             if getattr(self, name) < 0:
                 raise FieldError(name, f"must not be negative, got {getattr(self, name)}")
@@ -90,6 +99,32 @@ class Deployment:
             valid = ", ".join(["auto", *(b.value for b in backends_for(self.gpu))])
             raise FieldError("mla_backend", f"{backend} does not run on {self.gpu.name} (valid: {valid})")
         object.__setattr__(self, "weights", MappingProxyType({**m.weights, **self.weights}))
+        why = self.shared_fusion_problem() if self.options.moe_shared_fusion == "fused" else None
+        if why:
+            raise FieldError("moe_shared_fusion", f"fused: {m.name}'s shared experts cannot run inside its routed "
+                             f"MoE kernel: {why} (valid: separate, auto)")
+
+    def math_dtype(self, part: Part) -> Dtype:
+        """The dtype a part's matmuls run in: its stored precision where the GPU has it, else bf16."""
+        stored = self.weights[part]
+        return stored if self.gpu.supports(stored) else Dtype.BF16
+
+    def shared_fusion_problem(self) -> str | None:
+        """Why the shared experts cannot run inside the routed experts' fused MoE kernel; None if they can."""
+        moe = self.model.moe
+        if moe is None or not moe.shared_experts:
+            return "it has no shared experts"
+        if moe.latent_size:
+            return "the routed experts run in a latent space"
+        if self.ep > 1:
+            return "expert parallelism is on"
+        if self.math_dtype(Part.SHARED_EXPERTS) != self.math_dtype(Part.ROUTED_EXPERTS):
+            return "its shared and routed experts are quantized differently"
+        inter = -(-moe.expert_intermediate_size // self.tp)
+        shared_inter = -(-moe.shared_experts * moe.expert_intermediate_size // self.tp) // moe.shared_experts
+        if shared_inter != inter:
+            return f"a shared expert is {shared_inter} wide and a routed one {inter}"
+        return None
 
     def head_counts(self) -> dict[Mixer, int]:
         """Query heads of each mixer the model uses."""
@@ -105,6 +140,24 @@ class Deployment:
     @property
     def kv_dtype(self) -> Dtype:
         return self.kv_cache or self.model.kv_cache
+
+
+# SGLang fuses DeepSeek-V3/R1's shared expert into the routed experts' MoE kernel as a 257th expert every token picks
+# (sglang/srt/models/deepseek_v2.py: determine_num_fused_shared_experts, for 256 routed experts and 1 shared on CUDA
+# sm80+ and ROCm gfx942+, unless the routed and shared experts are quantized differently or DeepEP dispatches; under
+# expert parallelism only on ROCm, which is not fused here); AITER's tuned tables for it are keyed by 257 experts,
+# top 9 (validation/published/aiter_moe.csv). vLLM and TensorRT-LLM keep them apart (assumption: no default fusion
+# read in their sources).
+SHARED_FUSION_ENGINES = ("sglang",)
+SHARED_FUSION_ROUTED_EXPERTS = 256
+
+
+def default_shared_fusion(d: Deployment, engine: str) -> str:
+    """`KernelOptions.moe_shared_fusion` of "auto": the serving engine's default for this deployment."""
+    moe = d.model.moe
+    shape = moe is not None and moe.experts == SHARED_FUSION_ROUTED_EXPERTS and moe.shared_experts == 1
+    fuses = engine in SHARED_FUSION_ENGINES and shape and d.shared_fusion_problem() is None
+    return "fused" if fuses else "separate"
 
 
 def _divisors(n: int) -> list[int]:

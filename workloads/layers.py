@@ -92,8 +92,7 @@ def _act_quant(layer: int, name: str, depends: Depends, rows: int, k: int, d: De
 
 
 def _math_dtype(d: Deployment, part: Part) -> Dtype:
-    stored = d.weights[part]
-    return stored if d.gpu.supports(stored) else Dtype.BF16
+    return d.math_dtype(part)
 
 
 def _section(section: T | None, name: str) -> T:
@@ -428,6 +427,11 @@ def _moe_combine(layer: int, tokens: int, per_token: int, width: int, aiter: boo
                                                  ops_per_element=2 * per_token))
 
 
+def _fuses_shared(d: Deployment) -> int:
+    """Shared experts run inside the routed fused MoE (0: apart; `Deployment` checked that they can)."""
+    return _section(d.model.moe, "moe").shared_experts if d.options.moe_shared_fusion == "fused" else 0
+
+
 def _moe_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     """Router, latent down-projection, routed experts, the routed output projection, shared experts."""
     m, t, o = d.model, batch.tokens, d.options
@@ -449,19 +453,23 @@ def _moe_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     per_expert = math.ceil(routings / active)
     # tile_m by tokens per expert (vLLM fused-MoE), the rest from the GPU family's config, sized to fit
     tile = tiles.moe_gemm_tiles(d.gpu, tokens_per_expert=per_expert, dtype=routed_dt).fields
+    shared = _fuses_shared(d)
+    # a fused shared expert is one more expert with every token's row
+    grouped = ({"experts": active, "tokens_per_expert": per_expert} if not shared else
+               {"experts": active + shared, "tokens_per_expert": max(per_expert, t),
+                "rows_by_expert": (per_expert,) * active + (t,) * shared})
+    rows = active * per_expert + shared * t
     yield from _act_quant(layer, "moe.routed_up", TOKENS, t, width, d, Part.ROUTED_EXPERTS)
     yield _k(layer, "moe.routed_up", TOKENS,
-             _make(MoeGemm, experts=active, tokens_per_expert=per_expert, n=2 * inter, k=width,
-                                            dtype=routed_dt, **tile))
+             _make(MoeGemm, n=2 * inter, k=width, dtype=routed_dt, **grouped, **tile))
     aiter = tiles.arch_family(d.gpu) in (tiles.ArchFamily.CDNA3, tiles.ArchFamily.CDNA4)
     if not aiter:  # AITER's stage-1 kernels apply the activation themselves (their names: `_silu_`, `_Situv2_`)
-        yield _k(layer, "moe.routed_act", TOKENS, _make(Elementwise, elements=active * per_expert * inter, inputs=2,
+        yield _k(layer, "moe.routed_act", TOKENS, _make(Elementwise, elements=rows * inter, inputs=2,
                                                       ops_per_element=SWIGLU_OPS))
-    yield from _act_quant(layer, "moe.routed_down", TOKENS, active * per_expert, inter, d, Part.ROUTED_EXPERTS)
+    yield from _act_quant(layer, "moe.routed_down", TOKENS, rows, inter, d, Part.ROUTED_EXPERTS)
     yield _k(layer, "moe.routed_down", TOKENS,
-             _make(MoeGemm, experts=active, tokens_per_expert=per_expert, n=width, k=inter,
-                                              dtype=routed_dt, **tile))
-    yield from _moe_combine(layer, t, math.ceil(routings / t) if t else 0, width, aiter)
+             _make(MoeGemm, n=width, k=inter, dtype=routed_dt, **grouped, **tile))
+    yield from _moe_combine(layer, t, (math.ceil(routings / t) if t else 0) + shared, width, aiter)
     if moe.latent_size:
         yield from _c(layer, "moe.latent_reduce", TOKENS, CollectiveOp.ALL_REDUCE, t * width * ACT_BYTES, d.tp)
         yield _k(layer, "moe.latent_out_norm", TOKENS, _make(RmsNorm, tokens=t, hidden=width))
@@ -470,7 +478,7 @@ def _moe_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
         # with ownership each projects only its own coordinates into its shared-expert partial
         out = cdiv(hid, d.tp) if o.moe_output_dedup else hid
         yield _k(layer, "moe.routed_out_proj", TOKENS, _gemm(d, Part.SHARED_EXPERTS, t, out, width))
-    if moe.shared_experts:
+    if moe.shared_experts and not shared:
         inter_shared = cdiv(moe.shared_experts * moe.expert_intermediate_size, d.tp)
         yield from _act_quant(layer, "moe.shared_gate_up", TOKENS, t, hid, d, Part.SHARED_EXPERTS)
         yield _k(layer, "moe.shared_gate_up", TOKENS, _gemm(d, Part.SHARED_EXPERTS, t, 2 * inter_shared, hid))
