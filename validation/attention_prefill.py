@@ -48,28 +48,31 @@ def fits(row: dict[str, str]) -> bool:
     return d == dv == FIT_HEAD_DIM and tokens >= FIT_MIN_TOKENS
 
 
-def _predicted(row: dict[str, str], calib: Calibration) -> float:
-    from compiled.launch_time import launch_times
+def _kernel(row: dict[str, str]):
+    """The row's kernel with the tiles `infersim kernel` picks for the H200."""
     from workloads.attention_kernels import AttentionPrefill
     from workloads.tiles import with_tiles
 
-    gpu = load_gpu("h200")
     b, s, h, d, dv = _shape(row)
-    kernel, _ = with_tiles(AttentionPrefill(seqs=b, q_len=s, heads=h, kv_heads=h, head_dim=d, head_dim_v=dv), gpu)
-    return sum(t.time_s for t in launch_times(kernel, gpu, calib, LaunchMode.GRAPH))
+    kernel, _ = with_tiles(AttentionPrefill(seqs=b, q_len=s, heads=h, kv_heads=h, head_dim=d, head_dim_v=dv),
+                           load_gpu("h200"))
+    return kernel
+
+
+def _predicted(row: dict[str, str], calib: Calibration) -> float:
+    from compiled.launch_time import launch_times
+
+    return sum(t.time_s for t in launch_times(_kernel(row), load_gpu("h200"), calib, LaunchMode.GRAPH))
 
 
 def rows(calib: Calibration | None = None) -> list[Comparison]:
     """Every cuDNN graph row against the product's prediction (`fitted`: the rows the efficiency is fitted on)."""
-    from workloads.attention_kernels import AttentionPrefill
-
     calib = calib or load_calibration("h200")
     out = []
     for row in _measured():
         b, s, h, d, dv = _shape(row)
-        kernel = AttentionPrefill(seqs=b, q_len=s, heads=h, kv_heads=h, head_dim=d, head_dim_v=dv)
         out.append(Comparison(f"{b} x {s} tokens, {h} heads of {d}/{dv}", GROUP, MODE, float(row["time_s_median"]),
-                              _predicted(row, calib), "", fitted=fits(row), kernels=(kernel,),
+                              _predicted(row, calib), "", fitted=fits(row), kernels=(_kernel(row),),
                               mode=LaunchMode.GRAPH.value))
     return out
 

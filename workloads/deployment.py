@@ -11,6 +11,7 @@ from hwmodels.roofline import LaunchMode
 from hwmodels.spec import GPU
 from hwmodels.specfile import FieldError, ranged
 from workloads.attention_backends import MlaBackend, backends_for
+from workloads.kernel_base import cdiv
 from workloads.model import Mixer, ModelSpec, Part
 
 AUTO_SPLITS = 0  # KernelOptions.mla_num_splits: the backend's heuristic picks ("auto" in a scenario)
@@ -120,8 +121,8 @@ class Deployment:
             return "expert parallelism is on"
         if self.math_dtype(Part.SHARED_EXPERTS) != self.math_dtype(Part.ROUTED_EXPERTS):
             return "its shared and routed experts are quantized differently"
-        inter = -(-moe.expert_intermediate_size // self.tp)
-        shared_inter = -(-moe.shared_experts * moe.expert_intermediate_size // self.tp) // moe.shared_experts
+        inter = cdiv(moe.expert_intermediate_size, self.tp)
+        shared_inter = cdiv(moe.shared_experts * moe.expert_intermediate_size, self.tp) // moe.shared_experts
         if shared_inter != inter:
             return f"a shared expert is {shared_inter} wide and a routed one {inter}"
         return None

@@ -65,7 +65,7 @@ def _c(layer: int, name: str, depends: Depends, op: CollectiveOp, payload: float
 
 def _gemm(d: Deployment, part: Part, m: int, n: int, k: int) -> Gemm:
     """A projection as a BLAS would run it on the deployment's GPU (`tiles.blas_gemm`)."""
-    return tiles.blas_gemm(d.gpu, m, n, k, _math_dtype(d, part))
+    return tiles.blas_gemm(d.gpu, m, n, k, d.math_dtype(part))
 
 
 def _act_quant(layer: int, name: str, depends: Depends, rows: int, k: int, d: Deployment, part: Part
@@ -82,17 +82,13 @@ def _act_quant(layer: int, name: str, depends: Depends, rows: int, k: int, d: De
         (assumption for the other AITER paths).
     Priced as a bf16 pointwise pass over the input (the FP8 output is half of that; at decode these launches are
     latency-bound)."""
-    if _math_dtype(d, part) is not Dtype.FP8:
+    if d.math_dtype(part) is not Dtype.FP8:
         return
     family = tiles.arch_family(d.gpu)
     if family is tiles.ArchFamily.CDNA4 or (family is tiles.ArchFamily.CDNA3 and part is Part.ROUTED_EXPERTS):
         return
     yield _k(layer, f"{name}.act_quant", depends,
              _make(Elementwise, elements=rows * k, inputs=1, ops_per_element=ACT_QUANT_OPS))
-
-
-def _math_dtype(d: Deployment, part: Part) -> Dtype:
-    return d.math_dtype(part)
 
 
 def _section(section: T | None, name: str) -> T:
@@ -437,7 +433,7 @@ def _moe_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     m, t, o = d.model, batch.tokens, d.options
     moe = _section(m.moe, "moe")
     hid, width = m.hidden_size, moe.latent_size or m.hidden_size
-    routed_dt = _math_dtype(d, Part.ROUTED_EXPERTS)
+    routed_dt = d.math_dtype(Part.ROUTED_EXPERTS)
     yield _k(layer, "moe.router", TOKENS, _gemm(d, Part.SHARED_EXPERTS, t, moe.experts, hid))
     yield _k(layer, "moe.topk", TOKENS,
              _make(Elementwise, elements=t * moe.experts, inputs=1, ops_per_element=4, dtype="fp32"))
