@@ -37,7 +37,7 @@ def validate_command(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         return (check(args.links, NCCL_SWEEPS, refit=args.refit),
                 f"NCCL sweep against the {args.links} library calibration")
     if args.published:
-        return published_query(), "Predicted vs the published all-reduce and fused-MoE tables"
+        return published_query(), "Predicted vs the published all-reduce, fused-MoE and FP8 GEMM tables"
     if args.serving:
         return serving_query(args.platform, args.html), "Predicted vs published end-to-end serving results"
     return validate_query(args.hw, args.write_report, rows=args.rows), f"Predicted vs measured on {args.hw}"
@@ -89,21 +89,26 @@ def validate_query(hw: str, write_report: bool = False, rows: bool = False) -> d
 
 def published_query() -> dict[str, Any]:
     """Each row of the published all-reduce tables predicted on its platform, and each series' error; each row of
-    the published fused-MoE kernel times predicted on its GPU."""
-    from validation import published_moe
+    the published fused-MoE and block-scaled FP8 GEMM kernel times predicted on its GPU."""
+    from validation import published_gemm, published_moe
     from validation.published_collectives import NCCL_TESTS, TABLE, compare_mi300x, compare_nccl_tests, summary
 
     compared = compare_mi300x() + compare_nccl_tests()
     moe = published_moe.compare()
+    gemm = published_gemm.compare()
     return {
         "tables": [f"validation/published/{TABLE.name}", f"validation/published/{NCCL_TESTS.name}",
-                   f"validation/published/{published_moe.TABLE.name}"],
+                   f"validation/published/{published_moe.TABLE.name}",
+                   f"validation/published/{published_gemm.TABLE.name}"],
         "series": summary(compared),
         "every_row": [{"series": r.label, "size_bytes": r.size_bytes, "published_s": r.measured_s,
                        "predicted_s": r.predicted_s, "error_pct": r.error * 100} for r in compared],
         "moe_kernels": published_moe.summary(moe),
         "moe_every_row": [{"row": r.label, "tokens": r.tokens, "published_s": r.measured_s,
                            "predicted_s": r.predicted_s, "error_pct": r.error * 100} for r in moe],
+        "gemm_kernels": published_gemm.summary(gemm),
+        "gemm_every_row": [{"row": r.label, "published_s": r.measured_s,
+                            "predicted_s": r.predicted_s, "error_pct": r.error * 100} for r in gemm],
     }
 
 
