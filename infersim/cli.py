@@ -254,7 +254,8 @@ def _parser() -> argparse.ArgumentParser:
     _cost_model_flag(kern)
     val = sub.add_parser("validate", help="predicted against measured for every recorded row of a GPU, per family")
     val.add_argument("--hw", default=None, help="GPU whose measurements to compare, e.g. h200")
-    val.add_argument("--rows", action="store_true", help="with --hw: also every row, measured beside predicted")
+    val.add_argument("--rows", action="store_true",
+                     help="with --hw or --published: also every row, measured beside predicted")
     val.add_argument("--write-report", action="store_true",
                      help="regenerate validation/REPORT.md and validation/report_<hw>.html (the plotly figure)")
     val.add_argument("--links", default=None, metavar="PLATFORM",

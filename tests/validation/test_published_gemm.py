@@ -46,7 +46,7 @@ def test_the_summary_covers_every_row_by_gpu_and_token_band():
 def test_the_published_query_reports_the_gemm_rows():
     from infersim.validation_queries import published_query
 
-    result = published_query()
+    result = published_query(rows=True)
     assert "validation/published/aiter_gemm.csv" in result["tables"]
     assert len(result["gemm_every_row"]) == 1468
     assert {g["gpu"] for g in result["gemm_kernels"]} == {"mi300x", "mi355x"}

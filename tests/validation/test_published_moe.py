@@ -33,7 +33,7 @@ def test_expert_gemms_against_the_published_kernels():
 def test_the_published_query_reports_the_moe_rows():
     from infersim.validation_queries import published_query
 
-    result = published_query()
+    result = published_query(rows=True)
     assert "validation/published/aiter_moe.csv" in result["tables"]
     assert len(result["moe_every_row"]) == 39
     assert {s["model"] for s in result["moe_kernels"]} == {"deepseek-r1", "kimi-k3"}
