@@ -263,8 +263,8 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument("--refit", action="store_true", help="with --links: fit the calibration again and write it")
     val.add_argument("--published", action="store_true",
                      help="instead: the model against the published all-reduce tables (MK1's 8x MI300X, "
-                          "rccl-tests), AITER's fused-MoE kernel times on the MI355X and its block-scaled FP8 GEMM "
-                          "times on the MI300X and MI355X")
+                          "rccl-tests, 8x H100 nccl-tests), AITER's fused-MoE kernel times on the MI355X and its "
+                          "block-scaled FP8 GEMM times on the MI300X and MI355X")
     val.add_argument("--serving", action="store_true",
                      help="instead: published end-to-end serving results (validation/published/serving.csv), each "
                           "configuration simulated; error of throughput per GPU, TPOT and TTFT per platform")

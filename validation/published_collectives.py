@@ -1,6 +1,6 @@
 """Predicted collective latency against published tables (test only): the 8x MI300X RCCL and QuickReduce table,
-and the rccl-tests/nccl-tests runs of `published/nccl_tests.csv` (8x MI300X, MI325X and MI355X all-reduce, 8 B to
-16 GiB, eager launches or a captured graph as each run states).
+and the rccl-tests/nccl-tests runs of `published/nccl_tests.csv` (8x MI300X, MI325X, MI355X and H100 all-reduce,
+8 B to 16 GiB, eager launches or a captured graph as each run states).
 
 `infersim validate --published` prints every row and each series' error.
 """
@@ -59,8 +59,11 @@ def compare_mi300x(path: Path = TABLE, mode: LaunchMode = LaunchMode.EAGER) -> l
 
 
 def compare_nccl_tests(path: Path = NCCL_TESTS) -> list[PublishedRow]:
-    """Each published nccl-tests/rccl-tests row predicted on its platform with the library's own algorithm choice:
-    eager launches back to back, or graph nodes where the run captured a graph (`-G 1`); series by source."""
+    """Each published nccl-tests/rccl-tests row predicted on its platform: eager launches back to back, or graph
+    nodes where the run captured a graph (`-G 1`); series by source. An NCCL run is priced as the collective
+    library's ring (`Algorithm.RING`): NCCL has no one-shot kernel of the engines' kind, and its tree, LL128 and
+    NVLS algorithms are not modelled. An RCCL run keeps the engine's choice (`select_allreduce`), as these series
+    were first compared."""
     rows = []
     with path.open(newline="") as handle:
         for row in csv.DictReader(handle):
@@ -70,7 +73,9 @@ def compare_nccl_tests(path: Path = NCCL_TESTS) -> list[PublishedRow]:
             graph = "-G 1" in row["notes"]
             gpus, size = int(row["gpus"]), int(row["size_bytes"])
             coll = Collective(_OPS[row["op"]], size, gpus, "published")
-            predicted = collective_time(coll, fabric, gpu, calib, mode=LaunchMode.GRAPH if graph else LaunchMode.EAGER)
+            algorithm = Algorithm.RING if row["library"] == "nccl" else None
+            predicted = collective_time(coll, fabric, gpu, calib, mode=LaunchMode.GRAPH if graph else LaunchMode.EAGER,
+                                        algorithm=algorithm)
             label = f"{row['source_id']} {row['platform']} x{gpus} {row['op']} {'graph' if graph else 'eager'}"
             rows.append(PublishedRow(label, size, float(row["time_us"]) * 1e-6, predicted.time_s))
     return rows
