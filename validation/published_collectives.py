@@ -2,7 +2,7 @@
 and the rccl-tests/nccl-tests runs of `published/nccl_tests.csv` (8x MI300X, MI325X, MI355X and H100 all-reduce,
 8 B to 16 GiB, eager launches or a captured graph as each run states).
 
-`infersim validate --published` prints every row and each series' error.
+`infersim validate --published` prints each series' error, and with `--rows` every row.
 """
 
 from __future__ import annotations
