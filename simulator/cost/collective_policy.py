@@ -83,7 +83,8 @@ def collective_time(collective: Collective, fabric: Fabric, gpu: GPU, calib: Cal
         algorithm, codec = choice.algorithm, choice.codec
     algorithm = algorithm or Algorithm.RING
     if algorithm is Algorithm.RING and collective.op is not CollectiveOp.ALL_TO_ALL:
-        return ring_time(collective.op, size, n, fabric, load_library(fabric.name), launch_overhead_s(gpu, calib, mode))
+        return ring_time(collective.op, size, n, fabric, load_library(fabric.name, n),
+                         launch_overhead_s(gpu, calib, mode))
     if collective.op is CollectiveOp.ALL_REDUCE:
         phases = allreduce_phases(algorithm, size, n, fabric, codec or Codec.FP,
                                   port_kernels=gpu.vendor is Vendor.NVIDIA)
