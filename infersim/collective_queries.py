@@ -8,6 +8,7 @@ from typing import Any
 from hwmodels.calibration import load_calibration
 from hwmodels.choices import parse_choice
 from hwmodels.interconnect import build_fabric
+from hwmodels.library import load_library
 from hwmodels.roofline import LaunchMode
 from hwmodels.spec import load_gpu, load_platform, spec_names
 from infersim import flags
@@ -76,11 +77,14 @@ def collective_query(hw: str, *, tp: int, op: str, size: str, algo: str | None =
         "algorithm": result.algorithm.value,
         "codec": (codec_value or Codec.FP).value if result.algorithm is Algorithm.QUICKREDUCE else None,
         "selected_because": chosen.reason if chosen else "given by --algo",
+        # the collective-library protocols a ring is priced with: the defaults, a platform's fit, or a borrowed one
+        "library": load_library(platform.name, tp).name if result.algorithm is Algorithm.RING else None,
         "launch_mode": launch,
         "time_s": result.time_s,
         "launch_s": result.launch_s,
         "wire_bytes_per_rank": result.wire_bytes_per_rank,
         "algbw_bytes_per_s": size_bytes / result.time_s,
+        "busbw_bytes_per_s": size_bytes / result.time_s * operation.bus_factor(tp),
         "phases": [{"phase": name, "time_s": t} for name, t in result.phases],
     }
 

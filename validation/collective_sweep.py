@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from validation.measure_output import percentile, summarize
+from workloads.collectives import CollectiveOp
 
 NCCL_CSV = "collectives_nccl.csv"
 QUICKREDUCE_CSV = "collectives_quickreduce.csv"
@@ -63,15 +64,13 @@ def sizes(min_bytes: int = MIN_BYTES, max_bytes: int = MAX_BYTES) -> list[int]:
 
 
 def busbw_factor(op: str, world_size: int) -> float:
-    """nccl-tests' bus-bandwidth factor: all_reduce 2(n-1)/n, all_gather and reduce_scatter (n-1)/n."""
-    n = world_size
-    if op == "all_reduce":
-        return 2 * (n - 1) / n
-    if op in ("all_gather", "reduce_scatter"):
-        return (n - 1) / n
+    """nccl-tests' bus-bandwidth factor of a measured op: all_reduce 2(n-1)/n, all_gather and reduce_scatter
+    (n-1)/n (`CollectiveOp.bus_factor`); a peer copy 1."""
     if op == P2P_KERNEL:
         return 1.0
-    raise ValueError(f"unknown op {op!r}")
+    if op not in OPS:
+        raise ValueError(f"unknown op {op!r}")
+    return CollectiveOp(op.replace("_", "")).bus_factor(world_size)
 
 
 def kernel_name(backend: str, op: str) -> str:

@@ -14,6 +14,12 @@ class CollectiveOp(Enum):
     REDUCE_SCATTER = "reducescatter"
     ALL_TO_ALL = "alltoall"
 
+    def bus_factor(self, ranks: int) -> float:
+        """nccl-tests' bus-bandwidth factor (its PERFORMANCE.md): all-reduce 2(n-1)/n, the others (n-1)/n; bus
+        bandwidth is the message size over the time, times this factor, comparable across group sizes."""
+        share = (ranks - 1) / ranks
+        return 2 * share if self is CollectiveOp.ALL_REDUCE else share
+
 
 @dataclass(frozen=True)
 class Collective:

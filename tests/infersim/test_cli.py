@@ -197,6 +197,19 @@ def test_collective_and_codec_commands(capsys, tmp_path):
     assert not list(tmp_path.glob("*.tmp"))
 
 
+def test_collective_reports_bus_bandwidth_and_the_library_that_priced_the_ring(capsys):
+    eight = run_json(capsys, "collective", "--hw", "h100", "--tp", "8", "--bytes", "1GiB", "--algo", "ring")
+    assert eight["busbw_bytes_per_s"] == pytest.approx(eight["algbw_bytes_per_s"] * 2 * 7 / 8)
+    assert eight["library"] == "default"
+    two = run_json(capsys, "collective", "--hw", "h100", "--tp", "2", "--bytes", "64MiB", "--algo", "ring")
+    assert two["library"] == "h200-2 (2 ranks of h100-8)"
+    assert two["busbw_bytes_per_s"] == pytest.approx(two["algbw_bytes_per_s"])
+    gather = run_json(capsys, "collective", "--hw", "h100", "--tp", "4", "--op", "allgather", "--bytes", "64MiB")
+    assert gather["busbw_bytes_per_s"] == pytest.approx(gather["algbw_bytes_per_s"] * 3 / 4)
+    small = run_json(capsys, "collective", "--hw", "mi355x", "--tp", "8", "--bytes", "64KiB")
+    assert small["algorithm"] == "oneshot" and small["library"] is None
+
+
 @pytest.mark.parametrize(("argv", "message"), [
     (["collective", "--hw", "h200-2", "--tp", "4", "--bytes", "1MiB"], "--tp must be in 2..2 on h200-2"),
     (["collective", "--hw", "mi355x", "--tp", "8", "--op", "allreduce", "--algo", "quickreduce", "--bytes", "1MiB"],
