@@ -169,10 +169,21 @@ class Program:
         workgroups are merged there into whole lines."""
         if self.row_run_bytes <= 0 or 0 < self.store_footprint_bytes <= gpu.llc_bytes:
             return 1.0
+        if gpu.l2_short_row_s is not None and 0 < self.store_footprint_bytes <= gpu.l2_bytes:
+            return 1.0  # merged in L2, whose rate of pieces bounds the launch instead (`short_rows_s`)
         sector = gpu.memory_sector_bytes
         whole = -(-self.row_run_bytes // sector) * sector / self.row_run_bytes
         partial = self.row_run_bytes % sector and gpu.partial_sector_store_factor is not None
         return whole * (gpu.partial_sector_store_factor if partial else 1.0)
+
+    def short_rows_s(self, gpu: GPU, workgroups: int) -> float:
+        """Seconds the GPU's L2 takes for the pieces of short rows (`row_run_bytes` under a sector) that
+        `workgroups` of this program load in their setup and store in their trips, at its measured rate of pieces
+        (`GPU.l2_short_row_s`); 0 where the rows are whole sectors or longer, or the rate is not measured."""
+        if gpu.l2_short_row_s is None or not 0 < self.row_run_bytes < gpu.memory_sector_bytes:
+            return 0.0
+        pieces = workgroups * (self.setup_load_bytes + self.trips * self.trip_store_bytes) / self.row_run_bytes
+        return pieces * gpu.l2_short_row_s
 
     def load_sector_factor(self, gpu: GPU) -> float:
         """Bytes HBM moves per useful byte of its short rows' loads: whole granules of `GPU.dram_load_granule_bytes`

@@ -111,6 +111,10 @@ class GPU:
     # a store that writes part of a memory sector costs this many times a whole sector's (read, merged, written);
     # None: the same as a whole one
     partial_sector_store_factor: float | None = None
+    # GPU-wide seconds the L2 spends on each piece of a row shorter than a sector that a launch loads or stores,
+    # whatever its bytes (neighbouring workgroups' pieces of one sector merge in L2, which passes them at this rate);
+    # None: not measured, so no such bound and no merge in L2
+    l2_short_row_s: float | None = None
     # device memory the runtime reports (CUDA's totalGlobalMem, torch's total_memory, HIP's; nvidia-smi and rocm-smi
     # print it in MiB or bytes): what serving engines take their memory fraction of. Vendors' "GB" are GiB of HBM
     # stacks less what the driver keeps; None: hbm_capacity_bytes
