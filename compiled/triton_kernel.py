@@ -262,7 +262,9 @@ def _work(counts: Counts, code: dict, args: Mapping[str, object], programs: int,
                           trip_store_bytes=(counts.store_in_loop + counts.store_outside) / programs,
                           trip_instructions=outside + per_trip * busiest)
         outside, per_trip = outside + per_trip * busiest, 0
-    program = replace(program, reuse=max(1.0, loads / read) if read else 1.0)
+    loop_waits = ((code.get("timeline") or {}).get("loop") or {}).get("waits", ())
+    program = replace(program, reuse=max(1.0, loads / read) if read else 1.0,
+                      async_loads=any(wait[0] == "async_copy" for wait in loop_waits))
     program = _timed(program, outside, per_trip, cycles_of(gpu.name, kernel, config))
     warps = code["num_warps"]
     return Work(flop_by_dtype=dict(counts.flop_by_dtype), read_bytes=read,

@@ -98,6 +98,9 @@ def trip_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus:
            hbm_bytes_per_s: float) -> float:
     """Seconds one trip of the loop takes with `resident` workgroups of `warps` warps on the CU, while
     `streaming_cus` CUs stream at once from a GPU of `hbm_bytes_per_s`."""
+    if program.async_loads and gpu.async_copy_latency_alone is not None and not program.in_l2(gpu):
+        idle_share = 1.0 - min(1.0, streaming_cus / gpu.compute_units)
+        curve = evolved(curve, latency_s=curve.latency_s * (1.0 - (1.0 - gpu.async_copy_latency_alone) * idle_share))
     program, curve, hbm_bytes_per_s = from_l2(moved(program, gpu), gpu, curve, hbm_bytes_per_s)
     per_scheduler = max(1.0, resident * warps / gpu.simds_per_cu)
     # issue overlaps with the other warps' waits; one warp's own path (its loads, its chain, its stores) does not

@@ -161,6 +161,10 @@ class Program:
     # ...). The resident workgroups' streams drift apart in DRAM instead of sweeping it as one front, and HBM
     # delivers `Calibration.grid_stride_efficiency` of what one workgroup per tile gets (measured by the grid probe).
     grid_stride: bool = False
+    # True: the trips' loads are asynchronous copies into shared memory (cp.async, LDGSTS), whose loaded latency
+    # falls as fewer SMs stream (`GPU.async_copy_latency_alone`); False: register loads (LDG), which the
+    # memory-level-parallelism probe finds the same alone as with every SM streaming
+    async_loads: bool = False
 
     def sector_factor(self, gpu: GPU) -> float:
         """Bytes stored per useful byte of its short rows: whole sectors (`GPU.memory_sector_bytes`) for each, and a

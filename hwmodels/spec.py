@@ -115,6 +115,9 @@ class GPU:
     # whatever its bytes (neighbouring workgroups' pieces of one sector merge in L2, which passes them at this rate);
     # None: not measured, so no such bound and no merge in L2
     l2_short_row_s: float | None = None
+    # a lone SM's loaded latency for asynchronous copies into shared memory (cp.async) over the latency with every
+    # SM streaming, taken linearly in the share of SMs streaming; None: no such fall
+    async_copy_latency_alone: float | None = None
     # device memory the runtime reports (CUDA's totalGlobalMem, torch's total_memory, HIP's; nvidia-smi and rocm-smi
     # print it in MiB or bytes): what serving engines take their memory fraction of. Vendors' "GB" are GiB of HBM
     # stacks less what the driver keeps; None: hbm_capacity_bytes

@@ -239,13 +239,13 @@ class MlaDecode(KernelKind):
 
     def _split_program(self, width: int) -> Program:
         """One (sequence, head block, split) workgroup: block_n latent rows per trip, two stages deep (the trip's
-        work: `_split_trip`)."""
+        work: `_split_trip`), read by cp.async into shared memory (its compiled loop's LDGSTS)."""
         chain, instructions, load_bytes = _split_trip(self.block_n, self.threads, self.kv_dtype,
                                                       self.heads_per_workgroup, self.kv_lora, width)
         trips = self._split_trips() if self.contexts else ()
         return Program(trips=max(trips, default=cdiv(self.split_rows, self.block_n)), trip_load_bytes=load_bytes,
                        trip_instructions=instructions, trip_chain=chain, prefetch=1,
-                       setup_chain=_SPLIT_SETUP_CHAIN, trip_counts=trips)
+                       setup_chain=_SPLIT_SETUP_CHAIN, trip_counts=trips, async_loads=True)
 
     def _merge_program(self, partial_bytes: float) -> Program:
         """One (sequence, head block): a trip per split that held rows, each waiting for that split's partial (the

@@ -191,7 +191,7 @@ class KdaPrefill(KernelKind):
         load = c * (3 * kd + bv) * _BF16_BYTES + c * c * _FP32_BYTES
         macs = c * kd * bv * 3 + c * c * bv
         chain = Chain(mma=mma_steps(kd) + 2 * mma_steps(c), lds=2, alu=2, sfu=1)
-        return Program(trips=trips, trip_load_bytes=load, prefetch=1, trip_chain=chain,
+        return Program(trips=trips, trip_load_bytes=load, prefetch=1, trip_chain=chain, async_loads=True,
                        trip_instructions=2 * macs / (16 * 8 * 16) / warps + kd * bv * 3 / self.threads,
                        setup_chain=Chain(dram=1))
 

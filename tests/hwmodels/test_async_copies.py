@@ -1,0 +1,44 @@
+"""cp.async loads whose loaded latency falls as fewer SMs stream: the constant refitted from the async probe."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from hwmodels.cycle_time import MemoryCurve, trip_s
+from hwmodels.program import Program
+from hwmodels.spec import load_gpu
+from workloads.attention_kernels import MlaDecode
+
+ASYNC = Path(__file__).parents[2] / "validation" / "data" / "h200" / "probe_async.csv"
+
+
+def test_the_h200_constant_is_the_probes_rate_all_sms_over_alone():
+    with ASYNC.open(newline="") as handle:
+        rows = [r for r in csv.DictReader(handle)
+                if (r["rows"], r["cols"], r["num_stages"], r["num_warps"]) == ("32", "256", "2", "4")]
+    rate = {int(r["grid"]): float(r["bytes_per_s_per_sm"]) for r in rows if r["grid"] in ("1", "132")}
+    assert load_gpu("h200").async_copy_latency_alone == pytest.approx(rate[132] / rate[1], abs=0.002)
+
+
+def test_only_asynchronous_loads_on_a_gpu_that_measured_it_wait_less_alone():
+    h200, h100 = load_gpu("h200"), load_gpu("h100")
+    curve = MemoryCurve(h200.dram_latency_s, 4.0)
+    copy = Program(trips=64, trip_load_bytes=16384, trip_instructions=100, prefetch=1, async_loads=True)
+    register = Program(trips=64, trip_load_bytes=16384, trip_instructions=100, prefetch=1)
+    full = h200.compute_units
+
+    def trip(program, gpu, streaming):
+        return trip_s(program, gpu, 1, 4, streaming, curve, gpu.hbm_bandwidth_bytes_per_s)
+
+    # with every SM streaming both wait the same; alone, the copies wait 0.871 of it, the register loads all of it
+    assert trip(copy, h200, full) == trip(register, h200, full)
+    assert trip(copy, h200, 1) < 0.95 * trip(register, h200, 1)
+    assert trip(copy, h100, 1) == trip(register, h100, 1)
+
+
+def test_the_mla_split_loop_is_marked_asynchronous():
+    kernel = MlaDecode(seqs=1, context=32768, heads=16, num_splits=4)
+    assert all(w.program.async_loads for w in kernel.launches()[:1])
