@@ -39,6 +39,20 @@ def test_only_asynchronous_loads_on_a_gpu_that_measured_it_wait_less_alone():
     assert trip(copy, h100, 1) == trip(register, h100, 1)
 
 
-def test_the_mla_split_loop_is_marked_asynchronous():
-    kernel = MlaDecode(seqs=1, context=32768, heads=16, num_splits=4)
-    assert all(w.program.async_loads for w in kernel.launches()[:1])
+def test_the_mla_split_loop_and_the_kda_scan_are_marked_asynchronous():
+    from workloads.kda_kernels import KdaPrefill
+
+    split, merge = MlaDecode(seqs=1, context=32768, heads=16, num_splits=4).launches()
+    assert split.program.async_loads and not merge.program.async_loads
+    intra, scan = KdaPrefill(seqs=1, tokens=1024, heads=12).launches()
+    assert scan.program.async_loads and not intra.program.async_loads
+
+
+def test_the_flagged_loops_are_those_whose_compiled_code_waits_on_async_copies():
+    """The analytic programs mark cp.async by hand (they must without Triton); the shipped sm_90 code agrees."""
+    from compiled.kernel_code import TABLES, _table
+
+    records = _table(TABLES["sm_90"])
+    waiting = {kernel for (kernel, _), code in records.items()
+               if any(w[0] == "async_copy" for w in ((code.get("timeline") or {}).get("loop") or {}).get("waits", ()))}
+    assert waiting == {"mla_decode", "kda_scan"}
