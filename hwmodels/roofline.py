@@ -36,15 +36,16 @@ prediction is below the roofline floor max(flop / peak, bytes / bw).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from enum import Enum
 
+from hwmodels import loaded_latency
 from hwmodels.calibration import Calibration, CostModel
 from hwmodels.cycle_time import Dispatch, MemoryCurve, Residency, completion_s, grid_s
 from hwmodels.dtypes import Dtype
 from hwmodels.occupancy import Occupancy, occupancy
-from hwmodels.program import Program, streaming_program
+from hwmodels.program import Program, evolved, streaming_program
 from hwmodels.spec import GPU
 from hwmodels.work import Family, Work
 
@@ -191,8 +192,16 @@ def kernel_busy(work: Work, gpu: GPU, calib: Calibration, dispatch: Dispatch | N
                               occ.workgroups_per_cu)
         curve = MemoryCurve(calib.mlp_latency_s or gpu.dram_latency_s, calib.mlp_smoothness,
                             calib.mlp_deep_thread_share)
-        latency_s = grid_s(work.program or default_program(work, gpu), gpu, residency, curve, bandwidth, dispatch)
-        latency_s += completion_s(gpu) if work.write_bytes else 0.0
+        program = work.program or default_program(work, gpu)
+        completion = completion_s(gpu) if work.write_bytes else 0.0
+
+        def latency_at(round_trip: float, curve_latency: float) -> float:
+            """The grid's seconds with its dependent DRAM round trips and its memory curve's latency scaled."""
+            loaded_gpu = gpu if round_trip == 1.0 else evolved(gpu, dram_latency_s=gpu.dram_latency_s * round_trip)
+            loaded_curve = curve if curve_latency == 1.0 else evolved(curve, latency_s=curve.latency_s * curve_latency)
+            return grid_s(program, loaded_gpu, residency, loaded_curve, bandwidth, dispatch) + completion
+
+        latency_s = under_load(latency_at, max(compute_s, memory_s), work, gpu)
     else:
         cu_bandwidth = bandwidth / (calib.hbm_saturation_cu_fraction * cus)
         stream_rounds = -(-work.streams // cus)
@@ -223,6 +232,54 @@ def kernel_busy(work: Work, gpu: GPU, calib: Calibration, dispatch: Dispatch | N
 # Bytes one thread of a streaming kernel keeps in flight: four 16-byte vector loads (assumption: what
 # Triton and PyTorch's vectorized elementwise kernels issue per thread before first use of the values).
 STREAM_BYTES_PER_THREAD = 64
+
+
+# Steps of the false-position search for a loaded launch's time (`under_load`): each times the grid once; three
+# leave the time within a fraction of a per cent of the fixed point on the H200's curves (a test holds it).
+LOAD_STEPS = 3
+
+
+def under_load(latency_at: Callable[[float, float], float], floor_s: float, work: Work, gpu: GPU) -> float:
+    """The launch's latency path with its DRAM round trips at the latency its own traffic makes
+    (`hwmodels.loaded_latency`): the time t where the traffic's rates (bytes / t) give the factors that give t.
+
+    `latency_at(round_trip, curve)` times the grid with those factors; `floor_s` is the launch's compute and memory
+    terms, which no latency changes. With the idle latency the launch takes t0 and moves its bytes fastest; at the
+    factors of t0's rates it takes t1 >= t0. The time lies between: slower means lower rates and smaller factors.
+    A launch that stays under its floor at t1's factors is not held by latency, and is left as it is."""
+    idle = latency_at(1.0, 1.0)
+    if not loaded_latency.measured(gpu) or work.bytes <= 0:
+        return idle
+
+    def at(t: float) -> tuple[float, float]:
+        """(the latency path at the factors of the rates of a launch that takes t, how far that misses t)"""
+        factors = loaded_latency.latency_factors(gpu, work.read_bytes / t, work.write_bytes / t)
+        latency = idle if factors == (1.0, 1.0) else latency_at(*factors)
+        return latency, max(floor_s, latency) - t
+
+    low = max(floor_s, idle)
+    loaded, _ = at(low)
+    high = max(floor_s, loaded)
+    if loaded <= floor_s or high <= low:
+        return loaded
+    miss_low, (latency, miss_high) = high - low, at(high)
+    if miss_high >= 0:
+        return latency
+    side = 0
+    for _ in range(LOAD_STEPS):  # false position, the Illinois way (Dowell and Jarratt, BIT 11, 1971)
+        t = high - miss_high * (high - low) / (miss_high - miss_low)
+        latency, miss = at(t)
+        if miss > 0:
+            low, miss_low = t, miss
+            if side > 0:  # the same end moved twice: halve the other's miss
+                miss_high /= 2
+            side = 1
+        else:
+            high, miss_high = t, miss
+            if side < 0:
+                miss_low /= 2
+            side = -1
+    return latency
 
 
 def default_program(work: Work, gpu: GPU) -> Program:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import itertools
 import math
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -118,6 +119,12 @@ class GPU:
     # a lone SM's loaded latency for asynchronous copies into shared memory (cp.async) over the latency with every
     # SM streaming, taken linearly in the share of SMs streaming; None: no such fall
     async_copy_latency_alone: float | None = None
+    # a dependent DRAM round trip's latency while the GPU moves reads, copies (half reads, half writes) or writes at a
+    # rate, over the idle latency: flat pairs (TB/s, factor), rates ascending; empty: not measured, so traffic never
+    # lengthens a round trip beyond what the memory curve's loaded latency holds (`hwmodels.loaded_latency`)
+    dram_latency_under_reads: tuple[float, ...] = ()
+    dram_latency_under_copies: tuple[float, ...] = ()
+    dram_latency_under_writes: tuple[float, ...] = ()
     # device memory the runtime reports (CUDA's totalGlobalMem, torch's total_memory, HIP's; nvidia-smi and rocm-smi
     # print it in MiB or bytes): what serving engines take their memory fraction of. Vendors' "GB" are GiB of HBM
     # stacks less what the driver keeps; None: hbm_capacity_bytes
@@ -144,6 +151,15 @@ class GPU:
             raise FieldError("lds_max_per_workgroup_bytes", "exceeds lds_per_cu_bytes")
         if self.max_registers_per_thread > self.registers_per_simd_lane:
             raise FieldError("max_registers_per_thread", "exceeds registers_per_simd_lane")
+        for key in ("dram_latency_under_reads", "dram_latency_under_copies", "dram_latency_under_writes"):
+            pairs = getattr(self, key)
+            rates = pairs[::2]
+            if len(pairs) % 2 or any(b <= a for a, b in itertools.pairwise(rates)) or any(f < 1 for f in pairs[1::2]):
+                raise FieldError(key, "must be pairs (TB/s, factor) with rates ascending and factors at least 1")
+        under = [bool(getattr(self, k)) for k in ("dram_latency_under_reads", "dram_latency_under_copies",
+                                                  "dram_latency_under_writes")]
+        if any(under) and not all(under):
+            raise FieldError("dram_latency_under_reads", "give all three traffic kinds (reads, copies, writes) or none")
 
     @property
     def memory_total_bytes(self) -> float:

@@ -94,6 +94,8 @@ _OWN_COLUMNS = {
                "bytes_per_sample"), ("bytes_per_s",)),
     "async": (("grid", "rows", "cols", "num_stages", "num_warps", "active_sms", "tile_bytes", "bytes_per_sample",
                "bytes_in_flight_per_sm"), ("bytes_per_s", "bytes_per_s_per_sm")),
+    "loaded": (("mode", "programs", "block_elems", "num_warps", "footprint_bytes", "steps", "bytes_per_sample"),
+               ("background_bytes_per_s", "cycles_per_load", "ns_per_load", "overlapped")),
 }
 MULTI_GPU_PROBES = ("peer",)  # recorded on two GPUs of one host (data/<gpu>x2/), skipped on one
 # written and runnable, not yet recorded: no CSV is committed, their constants stay None (and the model's
@@ -101,6 +103,9 @@ MULTI_GPU_PROBES = ("peer",)  # recorded on two GPUs of one host (data/<gpu>x2/)
 PENDING_PROBES: tuple[str, ...] = ()
 # probes whose rows are cycle counts read inside the kernel (`%clock64`), with no event times: their cycle columns
 CLOCK_PROBES = {"queue": ("issue_cycles", "drain_cycles")}
+# rows with no event-timed kernel beside what they measure, by (column, value), and the column that holds their
+# measurement instead: the loaded-latency probe's chase alone has no background to time
+UNTIMED_ROWS = {"loaded": (("mode", "alone"), "ns_per_load")}
 PROBES = tuple(_OWN_COLUMNS)
 COLUMNS = {name: (*own, *TIMING_COLUMNS, *derived, *PROVENANCE_COLUMNS)
            for name, (own, derived) in _OWN_COLUMNS.items()}
@@ -224,6 +229,35 @@ def _read(directory: Path, probe: str, required: Sequence[str]) -> _Table | None
 
 def _median(values: Sequence[float]) -> float:
     return float(np.median(np.asarray(values, dtype=float)))
+
+
+LOADED_KINDS = {"reads": "load", "copies": "copy", "writes": "store"}  # spec curve -> the probe's background mode
+
+
+def loaded_latency_pairs(directory: Path = DEFAULT_DIRECTORY) -> dict[str, tuple[float, ...]] | None:
+    """The GPU spec's `dram_latency_under_<kind>` curves from the loaded-latency probe: per background kind, flat
+    (TB/s, factor) pairs in order of its programs: the chase's median ns a load over the chase alone, at least 1
+    (the rows below it, to -6 %, are the chase's spread from run to run). Left out: samples whose chase did not end
+    inside the background (`overlapped` 0), and rows past the memory's saturation, where more programs move fewer
+    bytes (the latency grows with the queue, not with the rate, so no rate names it). None without the CSV."""
+    t = _read(directory, "loaded", ("mode", "programs", "background_bytes_per_s", "ns_per_load", "overlapped"))
+    if t is None:
+        return None
+    alone = [t.num(r, "ns_per_load") for r in t.select(mode="alone")]
+    if not alone:
+        raise ValueError(f"{t.path.name}: no row of the chase alone")
+    out = {}
+    for kind, mode in LOADED_KINDS.items():
+        rows = sorted((r for r in t.select(mode=mode) if t.num(r, "overlapped") == 1),
+                      key=lambda r: t.num(r, "programs"))
+        pairs: list[float] = []
+        for r in rows:
+            rate = t.num(r, "background_bytes_per_s") / 1e12
+            if pairs and rate <= pairs[-2]:
+                break
+            pairs += [round(rate, 3), round(max(1.0, t.num(r, "ns_per_load") / _median(alone)), 3)]
+        out[kind] = tuple(pairs)
+    return out
 
 
 # --- fits ----------------------------------------------------------------------------------------------

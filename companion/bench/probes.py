@@ -24,6 +24,8 @@ about 1-2 s per distinct kernel configuration; ~30 configurations in all):
   one FRND.FLOOR among 16 FFMAs (what a conversion costs the scheduler's issue).
 - mma (~8 s): latency of a dependent chain of `tl.dot` (mma.sync, wgmma).
 - smem (~6 s): a cross-warp reduction's round trip, and shared-memory bandwidth of a layout conversion.
+- loaded (~10 s): dependent-load latency (the pointer chase over 256 MiB) while a background kernel on other SMs
+  reads, writes or copies at 0.3 to 4.4 TB/s: how far each kind of traffic lengthens a round trip.
 - queue (~30 s, not yet recorded): how many conflicted shared stores a warp issues before the shared pipe holds
   it back (the MIO queue's depth), with one warp and with one on each scheduler.
 
@@ -1208,10 +1210,143 @@ def probe_tiles(env: dict, quick: bool) -> list[dict]:
     return rows
 
 
+LOADED_MODES = {"load": 0, "store": 1, "copy": 2}  # the background's traffic (`stream_kernel`'s MODE)
+LOADED_PROGRAMS = (0, 8, 16, 33, 66, 132, 264, 528)  # background programs: none, a few SMs, every SM, 2 and 4 a SM
+LOADED_PROGRAMS_QUICK = (0, 33, 132, 528)
+LOADED_BLOCK = 4096  # fp32 a background block (16 KiB, 32 a thread at 4 warps)
+LOADED_WARPS = 4
+LOADED_BUFFER_BYTES = 1 << 30  # each of the background's source and destination: far above L2
+LOADED_FOOTPRINT = 256 * MIB  # the chase's lines: far above L2, few TLB misses (`probe_latency`: 344 ns here)
+LOADED_STEPS = 2048
+LOADED_SAMPLES = 7
+LOADED_BACKGROUND_S = 8e-3  # each sample's background runs at least this long; the chase takes 1-3 ms
+LOADED_LEAD_CYCLES = 100_000  # the chase's stream sleeps this long first (~50 us), so it starts inside the background
+
+
+def probe_loaded(env: dict, quick: bool) -> list[dict]:
+    """Dependent-load latency while other SMs stream: one warp chases a random cycle of 128-byte lines over 256 MiB
+    (as `probe_latency`) on its own stream while a background kernel of P programs (4 warps, 16 KiB blocks, a
+    persistent grid-stride loop over 1 GiB) reads, writes or copies on another. The chase's stream sleeps ~50 us
+    first, and every sample checks that the chase ended before the background did (`overlapped`). Per row: the
+    background's time and bytes (event-timed, with the chase beside it) and the chase's cycles per load
+    (`%clock64`). P = 0 is the chase alone. What a kernel that waits on its loads pays when the rest of the GPU
+    keeps the memory busy, by what kind of traffic, which the single-program chase cannot show."""
+    import numpy as np
+    import torch
+
+    from companion.bench.timing import DEVICE
+    from companion.kernels import probes as k
+    from validation.measure_output import summarize
+
+    gen = torch.Generator().manual_seed(4321)
+    table = k.chase_table(LOADED_FOOTPRINT // k.CACHE_LINE_BYTES, gen, DEVICE)
+    state = torch.zeros(1, dtype=torch.int32, device=DEVICE)
+    clk = torch.zeros(3, dtype=torch.int64, device=DEVICE)
+    total_blocks = LOADED_BUFFER_BYTES // (4 * LOADED_BLOCK)
+    src = torch.rand(total_blocks * LOADED_BLOCK, device=DEVICE) + 0.5  # never zero
+    dst = torch.empty_like(src)
+    out = torch.empty(max(LOADED_PROGRAMS), device=DEVICE)
+    background, chaser = torch.cuda.Stream(), torch.cuda.Stream()
+    block_bytes = 4 * LOADED_BLOCK
+
+    def chase() -> None:
+        k.chase_kernel[(1,)](table, state, clk, LOADED_STEPS, USE_CLOCK=USE_CLOCK, num_warps=1)
+
+    def stream(programs: int, mode: int, base: int, n_blocks: int) -> None:
+        target = out if mode == 0 else dst
+        k.stream_kernel[(programs,)](src, target, base, n_blocks, total_blocks, BLOCK=LOADED_BLOCK, MODE=mode,
+                                     num_warps=LOADED_WARPS)
+
+    def check(programs: int, mode: int, n_blocks: int) -> None:
+        """The first launch of a configuration, from block 0, checked against its reference."""
+        dst.zero_()
+        stream(programs, mode, 0, n_blocks)
+        torch.cuda.synchronize()
+        span = slice(0, n_blocks * LOADED_BLOCK)
+        if mode == 0:
+            want = src[span].double().sum().item()
+            if not math.isclose(out[:programs].double().sum().item(), want, rel_tol=1e-4):
+                raise ProbeError(f"loaded load P={programs}: sum {out[:programs].sum().item()} != {want}")
+        elif mode == 1:
+            blocks = torch.arange(1, n_blocks + 1, device=DEVICE, dtype=torch.float32)
+            if not torch.equal(dst[span].view(n_blocks, LOADED_BLOCK), blocks[:, None].expand(-1, LOADED_BLOCK)):
+                raise ProbeError(f"loaded store P={programs}: wrong blocks")
+        elif not torch.equal(dst[span], src[span]):
+            raise ProbeError(f"loaded copy P={programs}: the copy differs")
+
+    def chase_cycles() -> int:
+        c = clk.cpu()
+        if int(state.item()) % (k.CACHE_LINE_BYTES // 4):
+            raise ProbeError("loaded: the chase left the line heads")
+        return int(c[1] - c[0])
+
+    chase()  # compile, and leave the chase somewhere in its cycle
+    torch.cuda.synchronize()
+    rows = []
+    for mode_name, mode in LOADED_MODES.items():
+        for programs in LOADED_PROGRAMS_QUICK if quick else LOADED_PROGRAMS:
+            cycles, chase_s, times, overlapped, n_blocks = [], [], [], [], 0
+            if programs == 0:
+                if mode:  # the chase alone is one row, under the first mode
+                    continue
+                for _ in range(LOADED_SAMPLES):
+                    e2, e3 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                    e2.record()
+                    chase()
+                    e3.record()
+                    torch.cuda.synchronize()
+                    cycles.append(chase_cycles())
+                    chase_s.append(e2.elapsed_time(e3) * 1e-3)
+            else:
+                check(programs, mode, programs * 32)
+                t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+                t0.record()
+                stream(programs, mode, 0, programs * 64)
+                t1.record()
+                torch.cuda.synchronize()
+                per_block_s = t0.elapsed_time(t1) * 1e-3 / (programs * 64)
+                n_blocks = max(programs * 8, math.ceil(LOADED_BACKGROUND_S / per_block_s))
+                base = 0
+                for _ in range(LOADED_SAMPLES):
+                    e0, e1, e2, e3 = (torch.cuda.Event(enable_timing=True) for _ in range(4))
+                    torch.cuda.synchronize()
+                    with torch.cuda.stream(background):
+                        e0.record(background)
+                        stream(programs, mode, base, n_blocks)
+                        e1.record(background)
+                    with torch.cuda.stream(chaser):
+                        torch.cuda._sleep(LOADED_LEAD_CYCLES)
+                        e2.record(chaser)
+                        chase()
+                        e3.record(chaser)
+                    torch.cuda.synchronize()
+                    cycles.append(chase_cycles())
+                    chase_s.append(e2.elapsed_time(e3) * 1e-3)
+                    times.append(e0.elapsed_time(e1) * 1e-3)
+                    overlapped.append(e0.elapsed_time(e2) > 0 and e0.elapsed_time(e3) < e0.elapsed_time(e1))
+                    base = (base + n_blocks) % total_blocks
+            moved = n_blocks * block_bytes * (2 if mode == 2 else 1)
+            stats = summarize(times) if times else {"time_s_median": None, "time_s_p10": None, "time_s_p90": None,
+                                                    "repeats": 0}
+            per_load = float(np.median(cycles)) / LOADED_STEPS
+            rows.append({"mode": "alone" if programs == 0 else mode_name, "programs": programs,
+                         "block_elems": LOADED_BLOCK, "num_warps": LOADED_WARPS, "footprint_bytes": LOADED_FOOTPRINT,
+                         "steps": LOADED_STEPS, "bytes_per_sample": moved, **stats,
+                         "background_bytes_per_s": moved / stats["time_s_median"] if times else 0.0,
+                         "cycles_per_load": per_load, "ns_per_load": float(np.median(chase_s)) / LOADED_STEPS * 1e9,
+                         "overlapped": int(all(overlapped)) if overlapped else 1})
+            rate = rows[-1]["background_bytes_per_s"] / 1e12
+            print(f"loaded {rows[-1]['mode']:5} P={programs:4}: background {rate:5.2f} TB/s, chase {per_load:6.1f} "
+                  f"cycles ({rows[-1]['ns_per_load']:6.1f} ns) a load, overlapped {rows[-1]['overlapped']}",
+                  flush=True)
+    return rows
+
+
 PROBE_FUNCTIONS: dict[str, Callable[[dict, bool], list[dict]]] = {
     "latency": probe_latency, "mlp": probe_mlp, "l2": probe_l2, "floor": probe_floor, "issue": probe_issue,
     "mma": probe_mma, "smem": probe_smem, "clock": probe_clock, "peer": probe_peer, "grid": probe_grid,
     "rows": probe_rows, "host": probe_host, "queue": probe_queue, "tiles": probe_tiles, "async": probe_async,
+    "loaded": probe_loaded,
 }
 if tuple(PROBE_FUNCTIONS) != spec.PROBES:
     raise RuntimeError(f"bench probes {tuple(PROBE_FUNCTIONS)} differ from validation.probes.PROBES {spec.PROBES}")

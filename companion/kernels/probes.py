@@ -241,6 +241,27 @@ def column_tile_store_kernel(dst_ptr, base, PITCH: tl.constexpr, ROWS: tl.conste
     tl.store(dst_ptr + offs, tl.zeros([ROWS, C], tl.float32) + value[None, :])
 
 
+@triton.jit(do_not_specialize=["base_block", "n_blocks"])
+def stream_kernel(src_ptr, dst_ptr, base_block, n_blocks, total_blocks, BLOCK: tl.constexpr, MODE: tl.constexpr):
+    """Background traffic of the loaded-latency probe: program p takes blocks base + p, base + p + G, ... (mod
+    total_blocks) below base + n_blocks, BLOCK fp32 each. MODE 0 reads them (and adds them up, into dst[p]), 1
+    writes each block's number + 1 (never zero) over it, 2 copies it from src to dst."""
+    pid = tl.program_id(0)
+    g = tl.num_programs(0)
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for j in range(pid, n_blocks, g):
+        block = (base_block + j) % total_blocks
+        offs = block.to(tl.int64) * BLOCK + tl.arange(0, BLOCK)
+        if MODE == 0:
+            acc += tl.load(src_ptr + offs, cache_modifier=".cg")
+        elif MODE == 1:
+            tl.store(dst_ptr + offs, tl.zeros([BLOCK], dtype=tl.float32) + (block + 1).to(tl.float32))
+        else:
+            tl.store(dst_ptr + offs, tl.load(src_ptr + offs, cache_modifier=".cg"))
+    if MODE == 0:
+        tl.store(dst_ptr + pid, tl.sum(acc, axis=0))
+
+
 def row_slice_reference(src: np.ndarray, pitch: int, r: int, rows: int) -> np.ndarray:
     """What `row_slice_kernel` writes in load mode (float64): per program, the sum of its rows' first r values."""
     grid = src.size // (pitch * rows)

@@ -59,6 +59,29 @@ def test_read_sum_matches_float64(rng, device, programs, base, n_blocks, cache_g
     np.testing.assert_allclose(out.cpu().double().numpy(), ref, rtol=1e-5, atol=1e-4)
 
 
+@pytest.mark.parametrize(("programs", "base", "n_blocks"), [(3, 4, 10), (2, 0, 7)])
+def test_stream_reads_writes_and_copies_its_blocks(rng, device, programs, base, n_blocks):
+    """The loaded-latency probe's background: blocks base, base + 1, ... (mod the buffer) below base + n_blocks,
+    summed per program (reads, against float64), written with their number + 1, or copied; the rest untouched."""
+    block, total_blocks = 32, 8
+    src = torch.randn(total_blocks * block, generator=rng).to(device)
+    taken = [(base + j) % total_blocks for j in range(n_blocks)]
+    out = torch.full((programs,), float("nan"), device=device)
+    k.stream_kernel[(programs,)](src, out, base, n_blocks, total_blocks, BLOCK=block, MODE=0, num_warps=1)
+    blocks = src.cpu().double().view(total_blocks, block)
+    want = [sum(blocks[taken[j]].sum().item() for j in range(p, n_blocks, programs)) for p in range(programs)]
+    np.testing.assert_allclose(out.cpu().double().numpy(), want, rtol=1e-5, atol=1e-4)
+    for mode in (1, 2):
+        fill = torch.randn(total_blocks * block, generator=rng).to(device)
+        dst = fill.clone()
+        k.stream_kernel[(programs,)](src, dst, base, n_blocks, total_blocks, BLOCK=block, MODE=mode, num_warps=1)
+        got, before = dst.cpu().view(total_blocks, block), fill.cpu().view(total_blocks, block)
+        for b in range(total_blocks):
+            want_b = (torch.full((block,), float(b + 1)) if mode == 1 else src.cpu().view(total_blocks, block)[b]
+                      ) if b in taken else before[b]
+            assert torch.equal(got[b], want_b)
+
+
 @pytest.mark.parametrize(("programs", "base", "n_tiles", "stages"), [(3, 2, 7, 1), (2, 5, 9, 2)])
 def test_tile_dot_matches_float64(rng, device, programs, base, n_tiles, stages):
     rows, cols, m, total = 16, 32, 16, 5

@@ -107,8 +107,11 @@ def test_probe_csvs_have_their_columns_times_and_provenance(path):
     assert list(header) == list(probes.COLUMNS[name]), f"{path.name}: columns differ from validation/probes.py"
     assert rows, f"{path.name} has no rows"
     for i, row in enumerate(rows, start=2):
+        untimed = probes.UNTIMED_ROWS.get(name)
         if name in probes.CLOCK_PROBES:  # read with %clock64 inside the kernel, not timed with events
             assert not any(row[c] for c in TIMES) and all(float(row[c]) > 0 for c in probes.CLOCK_PROBES[name])
+        elif untimed and row[untimed[0][0]] == untimed[0][1]:  # nothing beside the measurement to time
+            assert not any(row[c] for c in TIMES) and float(row[untimed[1]]) > 0
         else:
             p10, median, p90 = (float(row[c]) for c in TIMES)
             assert math.isfinite(median) and 0 < p10 <= median <= p90, f"{path.name} line {i}: {p10} {median} {p90}"
