@@ -3,21 +3,45 @@
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
+
+
+@contextmanager
+def signals_held() -> Iterator[None]:
+    """SIGINT and SIGTERM wait (blocked) until the block ends, then act as usual: a temporary file or folder is made
+    and given to the code that removes it with no signal in between."""
+    held = {signal.SIGINT, signal.SIGTERM}
+    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+
+
+def temporary_file(folder: Path, prefix: str) -> tuple[int, str]:
+    """A new file in `folder` (its descriptor and path) with the permissions of an ordinary file (mkstemp makes it
+    private). Call it with signals held and remove the file in the same try block that follows."""
+    fd, tmp = tempfile.mkstemp(dir=folder, prefix=prefix, suffix=".tmp")
+    umask = os.umask(0)
+    os.umask(umask)
+    os.chmod(tmp, 0o666 & ~umask)
+    return fd, tmp
 
 
 def write_text_atomic(path: Path, text: str) -> None:
     """Write text to path unchanged through a temporary file in the same folder, then rename it into place."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.stem}.", suffix=".tmp")
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes files private; data files are ordinary files
+    tmp = None
     try:
+        with signals_held():
+            fd, tmp = temporary_file(path.parent, f".{path.stem}.")
         with os.fdopen(fd, "w", newline="", encoding="utf-8") as f:
             f.write(text)
         os.replace(tmp, path)
     except BaseException:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
         raise

@@ -81,6 +81,9 @@ class KernelTime:
     waves: int
     occupancy: Occupancy | None
     latency_s: float = 0.0  # the workgroups' programs: chains, waited loads, issue, waves (cycle-level model)
+    # a dependent DRAM round trip's latency over the idle one, at the launch's own reads and writes a second
+    # (`hwmodels.loaded_latency`; 1 where the GPU has no curves or the launch is held by its floor)
+    dram_latency_factor: float = 1.0
 
 
 # Families whose compute efficiency is a matmul throughput measured at the clock the GPU held while it ran
@@ -137,7 +140,7 @@ def launched(busy: KernelTime, launch_s: float) -> KernelTime:
     """A launch's time from its busy time (`kernel_busy`) and the overhead of launching it in some mode."""
     return KernelTime(busy.time_s + launch_s, busy.compute_s, busy.memory_s, launch_s, busy.floor_s,
                       Bound.LAUNCH if launch_s > busy.time_s else busy.bound, busy.waves, busy.occupancy,
-                      busy.latency_s)
+                      busy.latency_s, busy.dram_latency_factor)
 
 
 def kernel_busy(work: Work, gpu: GPU, calib: Calibration, dispatch: Dispatch | None = None) -> KernelTime:
@@ -181,7 +184,7 @@ def kernel_busy(work: Work, gpu: GPU, calib: Calibration, dispatch: Dispatch | N
         # each output tile is stored after its main loop (the cooperative schedule of the library's persistent
         # kernels): across the grid the launch's output leaves at HBM's rate after the compute, not under it
         compute_s += work.write_bytes / bandwidth
-    latency_s = 0.0
+    latency_s, dram_factor = 0.0, 1.0
     if cycle:
         if work.program is not None and work.program.grid_stride:
             bandwidth *= calib.grid_stride_efficiency
@@ -201,7 +204,7 @@ def kernel_busy(work: Work, gpu: GPU, calib: Calibration, dispatch: Dispatch | N
             loaded_curve = curve if curve_latency == 1.0 else evolved(curve, latency_s=curve.latency_s * curve_latency)
             return grid_s(program, loaded_gpu, residency, loaded_curve, bandwidth, dispatch) + completion
 
-        latency_s = under_load(latency_at, max(compute_s, memory_s), work, gpu)
+        latency_s, dram_factor = under_load(latency_at, max(compute_s, memory_s), work, gpu)
     else:
         cu_bandwidth = bandwidth / (calib.hbm_saturation_cu_fraction * cus)
         stream_rounds = -(-work.streams // cus)
@@ -226,6 +229,7 @@ def kernel_busy(work: Work, gpu: GPU, calib: Calibration, dispatch: Dispatch | N
         waves=-(-work.workgroups // (cus * occ.workgroups_per_cu)),
         occupancy=occ,
         latency_s=latency_s,
+        dram_latency_factor=dram_factor,
     )
 
 
@@ -239,36 +243,39 @@ STREAM_BYTES_PER_THREAD = 64
 LOAD_STEPS = 3
 
 
-def under_load(latency_at: Callable[[float, float], float], floor_s: float, work: Work, gpu: GPU) -> float:
+def under_load(latency_at: Callable[[float, float], float], floor_s: float, work: Work, gpu: GPU
+               ) -> tuple[float, float]:
     """The launch's latency path with its DRAM round trips at the latency its own traffic makes
     (`hwmodels.loaded_latency`): the time t where the traffic's rates (bytes / t) give the factors that give t.
 
     `latency_at(round_trip, curve)` times the grid with those factors; `floor_s` is the launch's compute and memory
     terms, which no latency changes. With the idle latency the launch takes t0 and moves its bytes fastest; at the
     factors of t0's rates it takes t1 >= t0. The time lies between: slower means lower rates and smaller factors.
-    A launch that stays under its floor at t1's factors is not held by latency, and is left as it is."""
+    A launch that stays under its floor at t1's factors is not held by latency, and is left as it is. Returns the
+    latency path and the round trip's factor it was timed at."""
     idle = latency_at(1.0, 1.0)
     if not loaded_latency.measured(gpu) or work.bytes <= 0:
-        return idle
+        return idle, 1.0
 
-    def at(t: float) -> tuple[float, float]:
-        """(the latency path at the factors of the rates of a launch that takes t, how far that misses t)"""
+    def at(t: float) -> tuple[float, float, float]:
+        """(the latency path at the factors of the rates of a launch that takes t, how far that misses t, the
+        round trip's factor)"""
         factors = loaded_latency.latency_factors(gpu, work.read_bytes / t, work.write_bytes / t)
         latency = idle if factors == (1.0, 1.0) else latency_at(*factors)
-        return latency, max(floor_s, latency) - t
+        return latency, max(floor_s, latency) - t, factors[0]
 
     low = max(floor_s, idle)
-    loaded, _ = at(low)
+    loaded, _, factor = at(low)
     high = max(floor_s, loaded)
     if loaded <= floor_s or high <= low:
-        return loaded
-    miss_low, (latency, miss_high) = high - low, at(high)
+        return (idle, 1.0) if loaded <= floor_s else (loaded, factor)
+    miss_low, (latency, miss_high, factor) = high - low, at(high)
     if miss_high >= 0:
-        return latency
+        return latency, factor
     side = 0
     for _ in range(LOAD_STEPS):  # false position, the Illinois way (Dowell and Jarratt, BIT 11, 1971)
         t = high - miss_high * (high - low) / (miss_high - miss_low)
-        latency, miss = at(t)
+        latency, miss, factor = at(t)
         if miss > 0:
             low, miss_low = t, miss
             if side > 0:  # the same end moved twice: halve the other's miss
@@ -279,7 +286,7 @@ def under_load(latency_at: Callable[[float, float], float], floor_s: float, work
             if side < 0:
                 miss_low /= 2
             side = -1
-    return latency
+    return latency, factor
 
 
 def default_program(work: Work, gpu: GPU) -> Program:

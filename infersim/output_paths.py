@@ -11,12 +11,12 @@ from __future__ import annotations
 import json
 import os
 import stat
-import tempfile
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
 from hwmodels.input_files import kind_of, read_regular
+from hwmodels.output_files import signals_held, temporary_file
 
 MARKER = ".infersim"
 MARKER_MAX_BYTES = 1_000_000
@@ -69,12 +69,11 @@ def atomic_write(path: str | Path, write: Callable[[str], None], flag: str | Non
     The target is `write_target(path)`: a link's target is replaced and the link kept; anything but a regular file is
     refused, checked again just before the rename. Returns the target."""
     target = write_target(path, flag)
-    fd, tmp = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-    os.close(fd)
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes files private; results are ordinary files
+    tmp = None
     try:
+        with signals_held():  # no signal between making the file and the `finally` that removes it
+            fd, tmp = temporary_file(target.parent, f".{target.name}.")
+            os.close(fd)
         write(tmp)
         try:
             mode = os.lstat(target).st_mode
@@ -84,7 +83,7 @@ def atomic_write(path: str | Path, write: Callable[[str], None], flag: str | Non
             raise OutputPathError(f"{_label(flag, path)}: is {kind_of(mode)}; infersim writes only regular files")
         os.replace(tmp, target)
     finally:
-        if os.path.exists(tmp):
+        if tmp is not None and os.path.exists(tmp):
             os.unlink(tmp)
     return target
 

@@ -11,7 +11,6 @@ import errno
 import json
 import os
 import shutil
-import signal
 import tempfile
 import time
 from collections.abc import Callable, Mapping
@@ -19,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from hwmodels.output_files import signals_held
 from infersim.output_paths import MARKER, RUN, atomic_write, check_run_folder, infersim_version, marker_text
 from infersim.worker_pool import alive
 from simulator.simulate import SimulationResult
@@ -73,7 +73,7 @@ def write_outputs(result: SimulationResult, out_dir: str | Path, extra: Mapping[
             if delay_s:
                 time.sleep(delay_s)
         _fsync_folder(staging)
-        with _signals_held():  # the swap and the removal of the old run are not cut halfway by SIGINT or SIGTERM
+        with signals_held():  # the swap and the removal of the old run are not cut halfway by SIGINT or SIGTERM
             _swap_in(staging, out)
     return [out / name for name in (*OUTPUT_NAMES, *(extra or {}))]
 
@@ -100,27 +100,21 @@ def remove_leftovers(out: Path) -> None:
 
 @contextmanager
 def _temporary_folder(parent: Path, prefix: str) -> Any:
-    """A new folder in `parent`, removed on the way out unless it was renamed away."""
-    folder = Path(tempfile.mkdtemp(dir=parent, prefix=prefix))
-    umask = os.umask(0)
-    os.umask(umask)
-    os.chmod(folder, 0o777 & ~umask)  # mkdtemp makes folders private; results are ordinary folders
+    """A new folder in `parent`, removed on the way out unless it was renamed away. SIGINT and SIGTERM wait while it
+    is made, so that one arriving as it appears (a watcher may act on it at once) finds it already owned by the
+    removal below."""
+    folder: Path | None = None
     try:
+        with signals_held():
+            folder = Path(tempfile.mkdtemp(dir=parent, prefix=prefix))
+            umask = os.umask(0)
+            os.umask(umask)
+            os.chmod(folder, 0o777 & ~umask)  # mkdtemp makes folders private; results are ordinary folders
         yield folder
     finally:
-        with _signals_held():
-            shutil.rmtree(folder, ignore_errors=True)
-
-
-@contextmanager
-def _signals_held() -> Any:
-    """SIGINT and SIGTERM wait (blocked) until the block ends, then act as usual."""
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
-    try:
-        yield
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        if folder is not None:
+            with signals_held():
+                shutil.rmtree(folder, ignore_errors=True)
 
 
 def _fsync_folder(folder: Path) -> None:

@@ -234,6 +234,7 @@ def _launch_row(work: Any, t: KernelTime) -> dict[str, Any]:
         "compute_s": t.compute_s,
         "memory_s": t.memory_s,
         "latency_s": t.latency_s,
+        "dram_latency_factor": t.dram_latency_factor,
         "launch_s": t.launch_s,
         "floor_s": t.floor_s,
         "bound": t.bound.value,

@@ -80,6 +80,7 @@ def test_a_launch_takes_the_latency_its_own_traffic_makes():
                                    dram_latency_under_writes=())
     idle = kernel_time(work, idle_gpu, calib, LaunchMode.GRAPH)
     assert loaded.time_s > 1.03 * idle.time_s
+    assert loaded.dram_latency_factor > 1.3 and idle.dram_latency_factor == 1.0
     # the fixed point: the time's own rates give the factor that gives the time
     factor, _ = loaded_latency.latency_factors(gpu, work.read_bytes / loaded.latency_s,
                                                 work.write_bytes / loaded.latency_s)
@@ -90,3 +91,18 @@ def test_a_launch_takes_the_latency_its_own_traffic_makes():
     small = _kda_verify_launch(1, 32)
     assert kernel_time(small, gpu, calib, LaunchMode.GRAPH).time_s == pytest.approx(
         kernel_time(small, idle_gpu, calib, LaunchMode.GRAPH).time_s, rel=0.01)
+
+
+def test_infersim_kernel_reports_the_factor(capsys):
+    import json
+
+    from infersim.cli import main
+
+    assert main(["kernel", "kda-verify", "--hw", "h200", "--param", "seqs=64", "--param", "heads=12",
+                 "--param", "positions=4", "--launch", "graph", "--json"]) == 0
+    (launch,) = json.loads(capsys.readouterr().out)["launches"]
+    assert launch["dram_latency_factor"] > 1.3
+    assert main(["kernel", "kda-verify", "--hw", "mi355x", "--param", "seqs=64", "--param", "heads=12",
+                 "--param", "positions=4", "--launch", "graph", "--json"]) == 0
+    (launch,) = json.loads(capsys.readouterr().out)["launches"]
+    assert launch["dram_latency_factor"] == 1.0  # no curves measured there
