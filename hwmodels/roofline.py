@@ -265,6 +265,8 @@ def under_load(latency_at: Callable[[float, float], float], floor_s: float, work
         return latency, max(floor_s, latency) - t, factors[0]
 
     low = max(floor_s, idle)
+    if low <= 0:  # nothing takes time: no rate to speak of
+        return idle, 1.0
     loaded, _, factor = at(low)
     high = max(floor_s, loaded)
     if loaded <= floor_s or high <= low:
