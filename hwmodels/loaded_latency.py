@@ -8,11 +8,11 @@ controller long before they approach its bandwidth. The GPU spec keeps the three
 the factor at r + w on each curve, linearly in between the points, 1 below the first, the last beyond it (no
 measurement there), and between the curves linearly in its write share w / (r + w) (0, 1/2, 1).
 
-The memory curve's own latency (`Calibration.mlp_latency_s`) was fitted with every SM reading, so it already holds
-what reads do to it; what it gets on top is the writes' part, the launch's factor over the reads' at the same rate.
-The dependent round trips of a program's chains (`Chain.dram`) are timed at the idle latency and take the whole
-factor. A launch's rates depend on its time, and its time on the factor: `hwmodels.roofline.kernel_busy` solves the
-two together.
+Only the dependent round trips of a program's chains (`Chain.dram`), timed at the idle latency, take the factor:
+that is the quantity the probe measures. The memory curve's latency (`Calibration.mlp_latency_s`) is a bulk
+transfer's effective latency, fitted with every SM reading, and stays as it is (scaling it too made the copy family
+8-13 % slow: `validation/NOTES.md`). A launch's rates depend on its time, and its time on the factor:
+`hwmodels.roofline.under_load` solves the two together.
 """
 
 from __future__ import annotations
@@ -40,16 +40,15 @@ def _on_curve(pairs: tuple[float, ...], bytes_per_s: float) -> float:
     return low + (factors[i] - low) * (rate - low_rate) / (rates[i] - low_rate)
 
 
-def latency_factors(gpu: GPU, read_bytes_per_s: float, write_bytes_per_s: float) -> tuple[float, float]:
-    """(the factor on a dependent DRAM round trip, the factor on the memory curve's loaded latency) while the launch
-    moves these reads and writes per second; (1, 1) where the GPU has no curves or the launch moves nothing."""
+def latency_factor(gpu: GPU, read_bytes_per_s: float, write_bytes_per_s: float) -> float:
+    """A dependent DRAM round trip's latency over the idle one while the launch moves these reads and writes per
+    second; 1 where the GPU has no curves or the launch moves nothing."""
     total = read_bytes_per_s + write_bytes_per_s
     if not measured(gpu) or total <= 0:
-        return 1.0, 1.0
+        return 1.0
     reads = _on_curve(gpu.dram_latency_under_reads, total)
     copies = _on_curve(gpu.dram_latency_under_copies, total)
     writes = _on_curve(gpu.dram_latency_under_writes, total)
     share = write_bytes_per_s / total
-    factor = (reads + (copies - reads) * share / 0.5 if share <= 0.5
-              else copies + (writes - copies) * (share - 0.5) / 0.5)
-    return factor, 1.0
+    return (reads + (copies - reads) * share / 0.5 if share <= 0.5
+            else copies + (writes - copies) * (share - 0.5) / 0.5)

@@ -21,11 +21,11 @@ from hwmodels.spec import GPU
 
 def evolved(obj, **changes):
     """`dataclasses.replace` for the frozen, validated value classes that the cycle-level model derives on every
-    launch it times (`Program`, `Chain`, `MemoryCurve`): a copy of `obj` with `changes`, built without running
-    `__init__` and `__post_init__` again. Only for changes that keep a valid object valid (a trip count set to 0,
-    an L2 latency in place of a DRAM one); `dataclasses.replace` costs several times the arithmetic it serves
-    there. The classes hold their fields in `__dict__` and cache nothing in it, so the copy is the replacement
-    (a test holds the two equal)."""
+    launch it times (`Program`, `Chain`, `MemoryCurve`, and a `GPU` at a loaded DRAM latency): a copy of `obj` with
+    `changes`, built without running `__init__` and `__post_init__` again. Only for changes that keep a valid object
+    valid (a trip count set to 0, an L2 latency in place of a DRAM one, a longer DRAM latency);
+    `dataclasses.replace` costs several times the arithmetic it serves there. The classes hold their fields in
+    `__dict__` and cache nothing in it, so the copy is the replacement (a test holds the two equal)."""
     for name in changes:
         if name not in obj.__dataclass_fields__:
             raise TypeError(f"{type(obj).__name__} has no field {name!r}")

@@ -198,11 +198,10 @@ def kernel_busy(work: Work, gpu: GPU, calib: Calibration, dispatch: Dispatch | N
         program = work.program or default_program(work, gpu)
         completion = completion_s(gpu) if work.write_bytes else 0.0
 
-        def latency_at(round_trip: float, curve_latency: float) -> float:
-            """The grid's seconds with its dependent DRAM round trips and its memory curve's latency scaled."""
+        def latency_at(round_trip: float) -> float:
+            """The grid's seconds with its dependent DRAM round trips `round_trip` times the idle latency."""
             loaded_gpu = gpu if round_trip == 1.0 else evolved(gpu, dram_latency_s=gpu.dram_latency_s * round_trip)
-            loaded_curve = curve if curve_latency == 1.0 else evolved(curve, latency_s=curve.latency_s * curve_latency)
-            return grid_s(program, loaded_gpu, residency, loaded_curve, bandwidth, dispatch) + completion
+            return grid_s(program, loaded_gpu, residency, curve, bandwidth, dispatch) + completion
 
         latency_s, dram_factor = under_load(latency_at, max(compute_s, memory_s), work, gpu)
     else:
@@ -243,26 +242,26 @@ STREAM_BYTES_PER_THREAD = 64
 LOAD_STEPS = 3
 
 
-def under_load(latency_at: Callable[[float, float], float], floor_s: float, work: Work, gpu: GPU
+def under_load(latency_at: Callable[[float], float], floor_s: float, work: Work, gpu: GPU
                ) -> tuple[float, float]:
     """The launch's latency path with its DRAM round trips at the latency its own traffic makes
     (`hwmodels.loaded_latency`): the time t where the traffic's rates (bytes / t) give the factors that give t.
 
-    `latency_at(round_trip, curve)` times the grid with those factors; `floor_s` is the launch's compute and memory
-    terms, which no latency changes. With the idle latency the launch takes t0 and moves its bytes fastest; at the
-    factors of t0's rates it takes t1 >= t0. The time lies between: slower means lower rates and smaller factors.
-    A launch that stays under its floor at t1's factors is not held by latency, and is left as it is. Returns the
-    latency path and the round trip's factor it was timed at."""
-    idle = latency_at(1.0, 1.0)
+    `latency_at(factor)` times the grid with its round trips at that factor; `floor_s` is the launch's compute
+    and memory terms, which no latency changes. With the idle latency the launch takes t0 and moves its bytes
+    fastest; at the factor of t0's rates it takes t1 >= t0. The time lies between: slower means lower rates and a
+    smaller factor. A launch that stays under its floor at t1's factor is not held by latency, and is left as it
+    is. Returns the latency path and the round trip's factor it was timed at."""
+    idle = latency_at(1.0)
     if not loaded_latency.measured(gpu) or work.bytes <= 0:
         return idle, 1.0
 
     def at(t: float) -> tuple[float, float, float]:
         """(the latency path at the factors of the rates of a launch that takes t, how far that misses t, the
         round trip's factor)"""
-        factors = loaded_latency.latency_factors(gpu, work.read_bytes / t, work.write_bytes / t)
-        latency = idle if factors == (1.0, 1.0) else latency_at(*factors)
-        return latency, max(floor_s, latency) - t, factors[0]
+        factor = loaded_latency.latency_factor(gpu, work.read_bytes / t, work.write_bytes / t)
+        latency = idle if factor == 1.0 else latency_at(factor)
+        return latency, max(floor_s, latency) - t, factor
 
     low = max(floor_s, idle)
     if low <= 0:  # nothing takes time: no rate to speak of

@@ -25,8 +25,8 @@ def test_the_h200_curves_are_the_probe_rows():
     assert gpu.dram_latency_under_copies == fitted["copies"]
     assert gpu.dram_latency_under_writes == fitted["writes"]
     # what the probe showed: at the same rate writes hold a round trip back far longer than reads
-    reads, _ = loaded_latency.latency_factors(gpu, 3.4 * TB, 0.0)
-    writes, _ = loaded_latency.latency_factors(gpu, 0.0, 3.4 * TB)
+    reads = loaded_latency.latency_factor(gpu, 3.4 * TB, 0.0)
+    writes = loaded_latency.latency_factor(gpu, 0.0, 3.4 * TB)
     assert reads < 1.2 < 2.0 < writes
 
 
@@ -34,22 +34,20 @@ def test_the_factor_is_read_off_the_curves_and_between_them_by_write_share():
     gpu = load_gpu("h200")
     rates, factors = gpu.dram_latency_under_writes[::2], gpu.dram_latency_under_writes[1::2]
     for rate, factor in zip(rates, factors, strict=True):  # on the points
-        assert loaded_latency.latency_factors(gpu, 0.0, rate * TB)[0] == pytest.approx(factor)
+        assert loaded_latency.latency_factor(gpu, 0.0, rate * TB) == pytest.approx(factor)
     mid = (rates[-2] + rates[-1]) / 2  # linear between them
-    assert loaded_latency.latency_factors(gpu, 0.0, mid * TB)[0] == pytest.approx((factors[-2] + factors[-1]) / 2)
+    assert loaded_latency.latency_factor(gpu, 0.0, mid * TB) == pytest.approx((factors[-2] + factors[-1]) / 2)
     # beyond the last point: the last factor (nothing was measured there)
-    assert loaded_latency.latency_factors(gpu, 0.0, 9 * TB)[0] == pytest.approx(factors[-1])
+    assert loaded_latency.latency_factor(gpu, 0.0, 9 * TB) == pytest.approx(factors[-1])
     # nothing moved, or a GPU without the curves: the idle latency
-    assert loaded_latency.latency_factors(gpu, 0.0, 0.0) == (1.0, 1.0)
-    assert loaded_latency.latency_factors(load_gpu("mi355x"), 2 * TB, 2 * TB) == (1.0, 1.0)
+    assert loaded_latency.latency_factor(gpu, 0.0, 0.0) == 1.0
+    assert loaded_latency.latency_factor(load_gpu("mi355x"), 2 * TB, 2 * TB) == 1.0
     # at one total rate the factor grows with the write share, through the copies' curve at one half
     total = 2.8 * TB
-    by_share = [loaded_latency.latency_factors(gpu, total * (1 - s), total * s)[0] for s in (0, 0.25, 0.5, 0.75, 1)]
+    by_share = [loaded_latency.latency_factor(gpu, total * (1 - s), total * s) for s in (0, 0.25, 0.5, 0.75, 1)]
     assert by_share == sorted(by_share)
-    copies = loaded_latency.latency_factors(gpu, total / 2, total / 2)[0]
+    copies = loaded_latency.latency_factor(gpu, total / 2, total / 2)
     assert copies == pytest.approx(loaded_latency._on_curve(gpu.dram_latency_under_copies, total))
-    # the memory curve's own latency, fitted under load, is left as it is
-    assert loaded_latency.latency_factors(gpu, total / 2, total / 2)[1] == 1.0
 
 
 def test_bad_curves_name_the_field():
@@ -82,7 +80,7 @@ def test_a_launch_takes_the_latency_its_own_traffic_makes():
     assert loaded.time_s > 1.03 * idle.time_s
     assert loaded.dram_latency_factor > 1.3 and idle.dram_latency_factor == 1.0
     # the fixed point: the time's own rates give the factor that gives the time
-    factor, _ = loaded_latency.latency_factors(gpu, work.read_bytes / loaded.latency_s,
+    factor = loaded_latency.latency_factor(gpu, work.read_bytes / loaded.latency_s,
                                                 work.write_bytes / loaded.latency_s)
     at_factor = dataclasses.replace(idle_gpu, dram_latency_s=gpu.dram_latency_s * factor)
     assert kernel_time(work, at_factor, calib, LaunchMode.GRAPH).latency_s == pytest.approx(loaded.latency_s,
