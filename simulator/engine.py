@@ -24,11 +24,13 @@ import numpy as np
 import simpy
 
 from simulator.cost.cycle import CycleCost, CycleShape
-from simulator.engine_profiles import RecvSkipper
+from simulator.engine_profiles import FrontEnd, RecvSkipper
 from simulator.kvcache import KVCache
 from simulator.scheduler import Budget, Sequence, schedule
 from simulator.specdecode import Acceptance
 from workloads.traces import RequestStream
+
+NO_FRONT_END = FrontEnd()  # a bare engine: the client sees tokens as they are made
 
 
 @dataclass(frozen=True)
@@ -45,6 +47,10 @@ class EngineConfig:
     recv_interval: int = 1  # while decoding, new requests are taken every this many steps (SGLang's recv skipper)
     # step boundaries a request sent while the engine is busy waits before a step can take it (_receive_cutoff)
     receive_lag_steps: int = 1
+    # the serving front end's time around the engine (engine_profiles.FrontEnd): the client sees each request's
+    # tokens this long after the engine made them; the engine takes the request as it is sent (the few
+    # milliseconds it spends in the front end before are counted after, where the client sees them)
+    front_end: FrontEnd = NO_FRONT_END
 
     def __post_init__(self) -> None:
         if not 0 <= self.admit_until_s < float("inf"):  # NaN fails this too
@@ -261,6 +267,7 @@ class _State:
     # request is sent at max(arrival, the earliest free slot's time), as the client's FIFO semaphore lets it go.
     fresh_slots: int = 0
     freed_at: list[float] = field(default_factory=list)
+    last_seen_s: float = 0.0  # when the client had the last token of any request (front end included)
 
 
 def _sessions(stream: RequestStream) -> tuple[list[int], dict[int, int]]:
@@ -309,7 +316,9 @@ def simulate_stream(stream: RequestStream, cost: CycleCost, kv: KVCache, config:
     request_rows, step_rows = Columns(REQUEST_FIELDS, rows=len(stream)), Columns(STEP_FIELDS)
     env.process(_engine(env, state, cost, kv, config, rng, request_rows, step_rows, progress))
     env.run()
-    return StreamRun(request_rows.columns(), step_rows.columns(), env.now, state.cut, state.rejected)
+    # the run lasts until the client has its last token: the front end's time after the engine's last step
+    return StreamRun(request_rows.columns(), step_rows.columns(), max(env.now, state.last_seen_s), state.cut,
+                     state.rejected)
 
 
 def _chain_length(index: int, successor: dict[int, int]) -> int:
@@ -357,6 +366,15 @@ def _release(state: _State, cutoff: float, config: EngineConfig) -> None:
         state.in_flight += 1
 
 
+def _next_send_s(state: _State, config: EngineConfig) -> float:
+    """When the client can send its next request: its arrival, or under a concurrency cap with every slot taken
+    once, when the earliest slot frees (the client's, after the front end has handed back the last token)."""
+    arrival = state.pending.first()[0]
+    if config.max_concurrency and not state.fresh_slots and state.freed_at:
+        return max(arrival, state.freed_at[0])
+    return arrival
+
+
 def _receive_cutoff(now: float, starts: deque[float], lag: int) -> float:
     """The latest send time a busy engine's scheduler has seen at the step boundary `now`: a request sent at a
     boundary reaches it after the step that boundary started was formed (the client's round trip is never zero),
@@ -395,14 +413,14 @@ def _engine(env: simpy.Environment, state: _State, cost: CycleCost, kv: KVCache,
             if not state.pending:
                 yield env.timeout(now - env.now)
                 return
-            yield env.timeout(max(now, state.pending.first()[0]) - env.now)  # idle until the next arrival
+            yield env.timeout(max(now, _next_send_s(state, config)) - env.now)  # idle until the client sends
             now = env.now
             continue
         decision = schedule(state.running, state.waiting, kv, config.budget, now)
         if not decision.prefills and not decision.decodes:
             if not state.pending:
                 raise ValueError("the scheduler can make no progress: a running request cannot grow its KV")
-            yield env.timeout(max(now, state.pending.first()[0]) - env.now)
+            yield env.timeout(max(now, _next_send_s(state, config)) - env.now)
             now = env.now
             stalled = True
             continue
@@ -466,12 +484,15 @@ def _commit(now: float, state: _State, decision: Any, kv: KVCache, config: Engin
         state.running.remove(seq)
         state.in_flight -= 1
         state.done += 1
+        seen = now + config.front_end.seconds(seq.prompt_tokens)  # when the client has the last token
         if config.max_concurrency:
-            heapq.heappush(state.freed_at, now)
+            heapq.heappush(state.freed_at, seen)
         request_rows.append(  # in REQUEST_FIELDS order
-            seq.request_id, seq.session_id, seq.turn, seq.arrival_s, seq.sent_s, seq.scheduled_s, seq.first_token_s,
-            now, seq.prompt_tokens, seq.cached_tokens, seq.output_tokens, seq.preemptions)
-        _next_turn(state, seq.index, now, config)
+            seq.request_id, seq.session_id, seq.turn, seq.arrival_s, seq.sent_s, seq.scheduled_s,
+            seq.first_token_s + (seen - now), seen, seq.prompt_tokens, seq.cached_tokens, seq.output_tokens,
+            seq.preemptions)
+        state.last_seen_s = max(state.last_seen_s, seen)
+        _next_turn(state, seq.index, seen, config)
     return committed, cycles, spec_committed
 
 

@@ -30,6 +30,14 @@ Three behaviours of vLLM and SGLang decide where a request's time goes beside th
   (python/sglang/srt/managers/scheduler.py, event_loop_overlap). An idle engine takes a request at once.
 - **Whether prefill chunks ride in decode steps**: vLLM mixes them; SGLang runs prefill-only steps first
   (server_args.py: enable_mixed_chunk False).
+- **The front end around the engine.** A client's time to first token also holds the serving front end: the HTTP
+  server, tokenizing the prompt the client sent as text, the hops between the front end's, the scheduler's and
+  the detokenizer's processes, and the stream back. SGLang with its forward replaced by a 2.632 ms busy-wait
+  answered a 128-token prompt at a median TTFT of 9.54 ms (tenstorrent/tt-inference-server#3560: `vllm bench
+  serve`, one request at a time), so about 6.8 ms a request beside the forward and the prompt's tokenizing; and
+  tokenizing in SGLang's OpenAI server takes about 70 ms at 100K tokens (sgl-project/sglang#13432), 0.7 us a
+  prompt token. vLLM and TensorRT-LLM's OpenAI servers take the same figures (assumption: both front ends are
+  Python processes that tokenize with the same Hugging Face tokenizers; no measurement of theirs was found).
 
 TensorRT-LLM's PyTorch backend (`trtllm`): context and generation requests share a step (in-flight batching);
 graphs are captured for generation-only batches up to `cuda_graph_config.max_batch_size` and context steps run
@@ -51,6 +59,12 @@ from workloads.attention_backends import ENGINES
 # (tests/simulator/test_engine_profiles.py holds the count)
 SGLANG_EAGER_FORWARD_S, SGLANG_GRAPH_FORWARD_S, SGLANG_PROBE_LAUNCHES = 82.6e-3, 23.1e-3, 1987 + 124
 SGLANG_EAGER_LAUNCH_HOST_S = (SGLANG_EAGER_FORWARD_S - SGLANG_GRAPH_FORWARD_S) / SGLANG_PROBE_LAUNCHES
+
+# The serving front end (module docstring): tenstorrent/tt-inference-server#3560, SGLang's median TTFT of a
+# 128-token prompt with a 2.632 ms busy-wait for its forward; sgl-project/sglang#13432, ~70 ms of tokenizing at
+# 100K prompt tokens
+FRONT_END_MOCK_TTFT_S, FRONT_END_MOCK_FORWARD_S, FRONT_END_MOCK_PROMPT = 9.54e-3, 2.632e-3, 128
+TOKENIZE_S_PER_PROMPT_TOKEN = 70e-3 / 100_000
 
 VLLM_CAPTURE_TOKENS = 512  # vllm/config/vllm.py: max_cudagraph_capture_size at most 512 by default
 # Assumption: SGLang's server_args.py sets --cuda-graph-max-bs from the GPU's memory and the TP size, 512 at TP >= 4
@@ -78,6 +92,26 @@ def launch_policy(engine: str, cuda_graph_max_bs: int, max_num_seqs: int, tp: in
         default = min(2 * max_num_seqs * (1 + drafts), VLLM_CAPTURE_TOKENS)
         return LaunchPolicy(graph_tokens=cuda_graph_max_bs or default)
     raise ValueError(f"unknown serving engine {engine!r} (valid: {', '.join(ENGINES)})")
+
+
+@dataclass(frozen=True)
+class FrontEnd:
+    """The time a request spends in the serving front end, outside the engine's steps: `request_s` for each request
+    (the HTTP server, the hops between processes, the stream back) and `per_prompt_token_s` for each prompt token
+    (tokenizing the text the client sent)."""
+
+    request_s: float = 0.0
+    per_prompt_token_s: float = 0.0
+
+    def seconds(self, prompt_tokens: int) -> float:
+        return self.request_s + self.per_prompt_token_s * prompt_tokens
+
+
+# vLLM's and TensorRT-LLM's take SGLang's figures (assumption; the module docstring says why)
+_FRONT_END = FrontEnd(
+    FRONT_END_MOCK_TTFT_S - FRONT_END_MOCK_FORWARD_S - FRONT_END_MOCK_PROMPT * TOKENIZE_S_PER_PROMPT_TOKEN,
+    TOKENIZE_S_PER_PROMPT_TOKEN)
+FRONT_ENDS = {"sglang": _FRONT_END, "vllm": _FRONT_END, "trtllm": _FRONT_END}
 
 
 @dataclass

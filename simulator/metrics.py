@@ -5,7 +5,9 @@ Definitions follow `vllm bench serve` and InferenceX so that simulated points ov
 - A request arrives (`arrival_s`) and is sent (`sent_s`) when the client lets it go: at once without a
   concurrency cap, else when one of the cap's slots frees. Like `vllm bench serve --max-concurrency`, every
   latency is measured from the send; the client-side wait, queue_wait = sent_s - arrival_s, is reported apart.
-- TTFT = first_token_s - sent_s. E2E latency (e2el) = finish_s - sent_s.
+- TTFT = first_token_s - sent_s. E2E latency (e2el) = finish_s - sent_s. `first_token_s` and `finish_s` are when
+  the client has those tokens: the serving front end's time after the engine's step made them
+  (`simulator.engine_profiles.FrontEnd`).
 - TPOT per request = (finish_s - first_token_s) / (output_tokens - 1), only for requests with at least
   2 output tokens (vLLM's definition; it excludes TTFT).
 - Interactivity (tok/s/user) = 1 / TPOT percentile: P50 = 1 / median TPOT, P90 = 1 / P90 TPOT

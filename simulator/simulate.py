@@ -18,7 +18,7 @@ from hwmodels.spec import Vendor, load_gpu, load_platform
 from hwmodels.specfile import FieldError
 from simulator.cost.cycle import CycleCost, HostCopies
 from simulator.engine import EngineConfig, simulate_stream, wall_clock
-from simulator.engine_profiles import RECEIVE_LAG_STEPS, launch_policy
+from simulator.engine_profiles import FRONT_ENDS, RECEIVE_LAG_STEPS, launch_policy
 from simulator.kvcache import KVCache
 from simulator.metrics import request_rows_to_frame, step_rows_to_frame, summarize
 from simulator.prefix_reuse import prefix_reuse
@@ -241,6 +241,7 @@ def simulate(scenario: Scenario, progress: Callable[[int, float], None] | None =
         max_model_len=max_model_len,
         recv_interval=serving.recv_interval,
         receive_lag_steps=RECEIVE_LAG_STEPS[serving.engine],
+        front_end=FRONT_ENDS[serving.engine],
     )
     reuse = prefix_reuse(stream) if scenario.cache.prefix_caching else 0.0  # before the frames: a lower peak
     start = wall_clock()

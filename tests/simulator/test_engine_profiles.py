@@ -14,6 +14,7 @@ from hwmodels.roofline import LaunchMode
 from hwmodels.spec import load_gpu, load_platform
 from simulator.cost.cycle import CycleCost, CycleShape
 from simulator.engine_profiles import (
+    FRONT_ENDS,
     SGLANG_EAGER_FORWARD_S,
     SGLANG_EAGER_LAUNCH_HOST_S,
     SGLANG_GRAPH_FORWARD_S,
@@ -103,25 +104,28 @@ def _scenario(*sets: str):
 
 
 def _boundaries_after(steps, sent: np.ndarray) -> np.ndarray:
-    """For each send time, the start times of the steps at or after it (as an index into the sorted starts)."""
+    """For each send time, the start times of the steps after it (as an index into the sorted starts)."""
     starts = np.sort(steps["start_s"].to_numpy())
-    return starts, np.searchsorted(starts, sent, side="left")
+    return starts, np.searchsorted(starts, sent, side="right")
 
 
 @pytest.mark.parametrize("engine,lag", [("vllm", 1), ("sglang", 2)])
-def test_a_request_sent_as_a_step_ends_joins_a_step_lag_boundaries_later(engine, lag):
-    """The client sends the next request when one finishes, at a step's end; the engine has formed the next step
-    already (vLLM), or the next two (SGLang's overlap scheduler), so the request's prefill starts that many
-    boundaries later."""
+def test_a_request_sent_during_a_step_joins_a_step_lag_boundaries_later(engine, lag):
+    """The client sends the next request when one finishes: when the front end hands it the last token, a few
+    milliseconds into a later step. The engine forms the step after it next (vLLM), or has formed that one already
+    and forms the one after (SGLang's overlap scheduler), so the request's prefill starts no sooner than the
+    lag-th boundary after its send."""
     result = simulate(_scenario(f"serving.engine={engine}"))
     requests = result.requests.sort_values("request_id")
     later = requests[requests["sent_s"] > 0]
     assert len(later) == 20
-    starts, at = _boundaries_after(result.steps, later["sent_s"].to_numpy())
-    busy = at + lag < starts.size
+    starts, after = _boundaries_after(result.steps, later["sent_s"].to_numpy())
+    first = after + lag - 1  # the earliest boundary whose step can take the request
+    busy = first < starts.size
     assert busy.sum() >= 15
-    np.testing.assert_array_equal(later["scheduled_s"].to_numpy()[busy] >= starts[(at + lag)[busy]], True)
-    # sent at a boundary, never scheduled at it
+    np.testing.assert_array_equal(later["scheduled_s"].to_numpy()[busy] >= starts[first[busy]], True)
+    if lag > 1:  # SGLang's overlap: the first boundary after the send forms a step without it
+        assert (later["scheduled_s"].to_numpy()[busy] > starts[after[busy]]).all()
     assert (later["scheduled_s"].to_numpy() > later["sent_s"].to_numpy()).all()
 
 
@@ -146,12 +150,31 @@ def test_tensorrt_llm_is_an_nvidia_engine():
     result = simulate(_scenario("serving.engine=trtllm"))  # an H200 node: overlap scheduling, two steps' wait
     requests = result.requests
     later = requests[requests["sent_s"] > 0]
-    starts, at = _boundaries_after(result.steps, later["sent_s"].to_numpy())
-    busy = at + 2 < starts.size
+    starts, after = _boundaries_after(result.steps, later["sent_s"].to_numpy())
+    busy = after + 1 < starts.size
     assert busy.sum() >= 15
-    assert (later["scheduled_s"].to_numpy()[busy] >= starts[(at + 2)[busy]]).all()
+    assert (later["scheduled_s"].to_numpy()[busy] >= starts[(after + 1)[busy]]).all()
 
 
 def test_recv_interval_is_an_sglang_key():
     with pytest.raises(ScenarioError, match=r"serving\.recv_interval.*SGLang's --scheduler-recv-interval.*'vllm'"):
         _scenario("serving.recv_interval=10")
+
+
+def test_the_client_sees_each_token_the_front_ends_time_after_the_engine_made_it():
+    """The serving front end (HTTP, tokenizing the prompt, the hops between processes, the stream back) delays
+    what the client sees, by a few milliseconds a request and 0.7 us a prompt token, and not the engine's steps."""
+    front = FRONT_ENDS["sglang"]
+    assert 5e-3 < front.request_s < 8e-3 and front.per_prompt_token_s == pytest.approx(0.7e-6)
+    result = simulate(_scenario("serving.engine=sglang", "serving.max_concurrency=1", "workload.num_prompts=3"))
+    requests, ends = result.requests.sort_values("request_id"), result.steps["end_s"].to_numpy()
+    lag = front.seconds(requests["prompt_tokens"].to_numpy())
+    assert (lag > front.request_s).all()
+    # the first request's prefill is the run's first step; its first and last tokens reach the client the front
+    # end's time after the steps that made them
+    assert requests["first_token_s"].iloc[0] == pytest.approx(ends[0] + lag[0])
+    for made in requests["finish_s"].to_numpy() - lag:
+        assert np.isclose(ends, made, rtol=0, atol=1e-12).any()
+    # one request at a time: the client sends the next when it has the last token, mid-way between steps
+    np.testing.assert_allclose(requests["sent_s"].to_numpy()[1:], requests["finish_s"].to_numpy()[:-1])
+    assert result.summary["simulated_s"] == pytest.approx(requests["finish_s"].max())
