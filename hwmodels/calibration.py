@@ -58,6 +58,10 @@ class Calibration:
     # persistent kernel's set-up before its first tile and its epilogue's completion (the gemm-floor probe); 0:
     # not measured for this GPU
     library_gemm_setup_s: float = 0.0
+    # the same for CUTLASS's grouped GEMM as `torch._grouped_mm` runs it (the grouped probe's one-tile call): its
+    # TMA descriptors set up in global memory, its clusters launched, its one tile's epilogue completed; 0: not
+    # measured for this GPU
+    library_grouped_setup_s: float = 0.0
     cost_model: CostModel = CostModel.CYCLE
     # Fitted on measured traces (`infersim calibrate`): a launch's time (its compute, memory and latency terms;
     # not the launch overhead) times the factor of its family and of the term that bounds it (`compute`,
@@ -89,8 +93,9 @@ class Calibration:
             raise FieldError("mlp_deep_thread_share", f"must be in (0, 1], got {self.mlp_deep_thread_share}")
         if not 0 < self.grid_stride_efficiency <= 1:
             raise FieldError("grid_stride_efficiency", f"must be in (0, 1], got {self.grid_stride_efficiency}")
-        if not 0 <= self.library_gemm_setup_s < 1e-3:
-            raise FieldError("library_gemm_setup_s", f"must be in [0, 1 ms), got {self.library_gemm_setup_s}")
+        for name in ("library_gemm_setup_s", "library_grouped_setup_s"):
+            if not 0 <= getattr(self, name) < 1e-3:
+                raise FieldError(name, f"must be in [0, 1 ms), got {getattr(self, name)}")
         if not self.mlp_smoothness > 0:
             raise FieldError("mlp_smoothness", f"must be positive, got {self.mlp_smoothness}")
         if self.latency_hiding_workgroups_per_cu < 1:

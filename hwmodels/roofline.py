@@ -215,7 +215,11 @@ def kernel_busy(work: Work, gpu: GPU, calib: Calibration, dispatch: Dispatch | N
         bound = Bound.LATENCY
     # a fitted scale below 1 never takes a launch under the roofline floor
     # a library GEMM's set-up and completion run in series with its tiles (the gemm-floor probe)
-    setup_s = calib.library_gemm_setup_s if cycle and work.family is Family.GEMM else 0.0
+    setup_s = 0.0
+    if cycle and work.family is Family.GEMM:
+        setup_s = calib.library_gemm_setup_s
+    elif cycle and work.grouped_library:
+        setup_s = calib.library_grouped_setup_s
     busy_s = max(max(compute_s, memory_s, latency_s) * calib.time_scale_for(work.family, bound.value) + setup_s,
                  floor_s)
     return KernelTime(

@@ -62,6 +62,9 @@ class Work:
     program: Program | None = None
     # Launched eagerly through Triton's Python launcher (its host cost, `GPU.launch_eager_triton_s`), not a library's
     triton_launch: bool = False
+    # CUTLASS's grouped GEMM as PyTorch runs it (`torch._grouped_mm`): a persistent kernel whose set-up before its
+    # first tile and completion run in series with its tiles (`Calibration.library_grouped_setup_s`)
+    grouped_library: bool = False
 
     def __post_init__(self) -> None:
         if not isinstance(self.flop_by_dtype, MappingProxyType):

@@ -23,7 +23,7 @@ from workloads.kernel_base import KernelKind, cdiv, check_bool, check_ints, coer
 
 __all__ = [
     "KERNEL_KINDS", "AddRmsNorm", "AttentionPrefill", "AttnResMix", "Copy", "Dequantize", "Elementwise",
-    "Gemm", "KdaDecode", "KdaPrefill", "KdaVerify", "MlaDecode", "MoeGemm", "Quantize", "RmsNorm",
+    "Gemm", "GroupedMm", "KdaDecode", "KdaPrefill", "KdaVerify", "MlaDecode", "MoeGemm", "Quantize", "RmsNorm",
 ]
 
 
@@ -223,6 +223,100 @@ class MoeGemm(KernelKind):
                                 len(active) * cdiv(n, self.tile_n), self.dtype, self.out_dtype),
             ),
         )
+
+
+# `torch._grouped_mm` on Hopper: PyTorch's CUTLASS ptr-array TMA grouped GEMM (pytorch/pytorch
+# aten/src/ATen/native/cuda/GroupMM.cu). One call is two launches: `prepare_grouped_gemm_data<<<1, groups>>>`
+# writes each group's pointers, strides and problem size (3 pointers, 3 strides, 3 int32: 60 bytes), then the GEMM,
+# a persistent grid of 2 x 1 clusters. Its tile by the rows a group holds on average (`M = rows / groups`):
+# M <= 128 or N <= 128 takes 64 x 128 x 128 tiles (ping-pong), else 128 x 256 x 64 (cooperative); both a
+# producer and two consumer warpgroups; stages fill the shared memory the epilogue leaves (StageCountAutoCarveout:
+# four of 48 KiB either way). Fewer than 1,024 groups.
+GROUPED_SMALL_TILE, GROUPED_LARGE_TILE = (64, 128, 128), (128, 256, 64)
+GROUPED_CLUSTER_M, GROUPED_STAGES, GROUPED_THREADS, GROUPED_MAX_GROUPS = 2, 4, 384, 1023
+_GROUPED_PREP_BYTES = 60  # written per group by the preparation kernel; it reads the group's int32 offset
+# The persistent grid walks the tiles group by group, each cluster taking every S-th tile: S = 66, the clusters of
+# two on the 132 SMs of an H100 SXM or H200 (the Hopper path this kind models)
+GROUPED_GRID_CLUSTERS = 66
+# A CTA whose next tile is another group's rewrites its TMA descriptors in global memory and fences them before
+# that tile's first load. The grouped probe measured 0.99 us a switch on one H200 (median over k = 128-2048 of the
+# extra time of 1,023 one-cluster groups over one group of the same tiles, per tile a SM:
+# validation/data/h200/probe_grouped.csv, `validation.probes.grouped_switch_s`), 2.83 times its idle DRAM round
+# trip (349.5 ns, probe_latency.csv): counted as that many round trips in each switching tile's set-up.
+GROUPED_SWITCH_ROUND_TRIPS = 2.83
+
+
+@dataclass(frozen=True)
+class GroupedMm(KernelKind):
+    """`torch._grouped_mm` (CUTLASS's grouped GEMM on Hopper) over experts' rows sorted by expert, bf16: the
+    library's own tile, cluster and persistent walk, not tiles chosen here. Each group's rows are padded to whole
+    clusters (an expert with two rows still runs two 64-row CTAs per column tile); a CTA moving to another group's
+    tile pays the descriptor switch (`GROUPED_SWITCH_ROUND_TRIPS`)."""
+
+    kind: ClassVar[str] = "grouped-mm"
+
+    experts: int  # groups (weight matrices)
+    tokens_per_expert: int  # rows of each group when they are even; the largest group's rows otherwise
+    n: int
+    k: int
+    rows_by_expert: tuple[int, ...] = ()  # rows of each group when they differ (a skewed router)
+
+    def __post_init__(self) -> None:
+        check_ints(self, ("experts", "n", "k"), ("tokens_per_expert",))
+        if self.experts > GROUPED_MAX_GROUPS:
+            raise ValueError(f"torch._grouped_mm takes at most {GROUPED_MAX_GROUPS} groups, got experts="
+                             f"{self.experts}")
+        if self.rows_by_expert:
+            rows = self.rows_by_expert
+            if any(not isinstance(r, int) or r < 0 for r in rows):
+                raise ValueError(f"rows_by_expert must be non-negative integers, got {rows!r}")
+            if len(rows) != self.experts or max(rows) != self.tokens_per_expert:
+                raise ValueError(f"rows_by_expert has {len(rows)} experts and at most {max(rows)} rows; experts="
+                                 f"{self.experts} and tokens_per_expert={self.tokens_per_expert} must match")
+
+    def _rows(self) -> tuple[int, ...]:
+        return self.rows_by_expert or (self.tokens_per_expert,) * self.experts
+
+    def tile(self) -> tuple[int, int, int]:
+        """(tile_m, tile_n, tile_k) the library picks for these groups."""
+        mean_rows = sum(self._rows()) // self.experts
+        return GROUPED_SMALL_TILE if mean_rows <= 128 or self.n <= 128 else GROUPED_LARGE_TILE
+
+    def switch_share(self) -> float:
+        """Share of the cluster tiles whose cluster came from another group's tile (or started with it)."""
+        tile_m, tile_n, _ = self.tile()
+        per_group = [cdiv(cdiv(r, tile_m), GROUPED_CLUSTER_M) * cdiv(self.n, tile_n) for r in self._rows() if r]
+        total = sum(per_group)
+        stays = sum(max(0, t - GROUPED_GRID_CLUSTERS) for t in per_group)
+        return 1.0 - stays / total if total else 0.0
+
+    def launches(self) -> tuple[Work, ...]:
+        rows, dtype = self._rows(), Dtype.BF16
+        tile_m, tile_n, tile_k = self.tile()
+        active = [r for r in rows if r]
+        prep_bytes = float(_GROUPED_PREP_BYTES * self.experts)
+        prep = Work(flop_by_dtype={}, read_bytes=4.0 * self.experts, write_bytes=prep_bytes, workgroups=1,
+                    threads_per_workgroup=self.experts, family=Family.ELEMENTWISE,
+                    **full_block_figures(0.0, prep_bytes + 4.0 * self.experts, 1, 1))
+        if not active:
+            return (prep,)
+        row_tiles = sum(cdiv(cdiv(r, tile_m), GROUPED_CLUSTER_M) * GROUPED_CLUSTER_M for r in active)
+        col_tiles = cdiv(self.n, tile_n)
+        routed = sum(active)
+        program = _gemm_program(self.k, min(self.n, tile_n), tile_k, GROUPED_STAGES, dtype,
+                                max(1, round(row_tiles / len(active))))
+        program = replace(program, setup_chain=Chain(dram=self.switch_share() * GROUPED_SWITCH_ROUND_TRIPS))
+        gemm = Work(
+            flop_by_dtype={dtype: 2.0 * row_tiles * tile_m * self.n * self.k},
+            read_bytes=dtype.storage_bytes(routed * self.k) + len(active) * dtype.storage_bytes(self.k * self.n),
+            write_bytes=dtype.storage_bytes(routed * self.n),
+            workgroups=row_tiles * col_tiles, threads_per_workgroup=GROUPED_THREADS,
+            lds_bytes_per_workgroup=_gemm_lds_bytes(GROUPED_STAGES, tile_m, tile_n, tile_k, dtype),
+            family=Family.MOE_GEMM, program=program, grouped_library=True,
+            **_tile_figures(min(max(rows), tile_m), min(self.n, tile_n), self.k, tile_m, len(active) * col_tiles,
+                            dtype, dtype),
+        )
+        return prep, gemm
 
 
 # Row kernels (norms, AttnRes mixing) reduce a row with wave shuffles and a few words of scratch, so
@@ -476,7 +570,7 @@ class Dequantize(Quantize):
 KERNEL_KINDS: Mapping[str, type] = MappingProxyType({
     cls.kind: cls
     for cls in (
-        Gemm, MoeGemm, AttentionPrefill, MlaDecode, KdaPrefill, KdaDecode, KdaVerify,
+        Gemm, MoeGemm, GroupedMm, AttentionPrefill, MlaDecode, KdaPrefill, KdaDecode, KdaVerify,
         RmsNorm, AddRmsNorm, AttnResMix, Elementwise, Copy, Quantize, Dequantize,
     )
 })

@@ -26,6 +26,8 @@ about 1-2 s per distinct kernel configuration; ~30 configurations in all):
 - smem (~6 s): a cross-warp reduction's round trip, and shared-memory bandwidth of a layout conversion.
 - loaded (~10 s): dependent-load latency (the pointer chase over 256 MiB) while a background kernel on other SMs
   reads, writes or copies at 0.3 to 4.4 TB/s: how far each kind of traffic lengthens a round trip.
+- grouped (~10 s): what a CUTLASS grouped GEMM (`torch._grouped_mm`) pays when a persistent CTA moves to another
+  group's tile: the same tiles as one group and as 1,023 groups, at depths 128 to 2,048.
 - queue (~30 s, not yet recorded): how many conflicted shared stores a warp issues before the shared pipe holds
   it back (the MIO queue's depth), with one warp and with one on each scheduler.
 
@@ -1342,11 +1344,74 @@ def probe_loaded(env: dict, quick: bool) -> list[dict]:
     return rows
 
 
+GROUPED_GROUPS = 1023  # torch._grouped_mm takes fewer than 1,024 groups (aten/src/ATen/native/cuda/GroupMM.cu)
+GROUPED_ROWS = 128  # rows a group: one cluster of two 64-row tiles of the Hopper kernel's 64 x 128 x 128 tile
+GROUPED_N = 128  # output columns: one column tile, so each group is one cluster's work
+GROUPED_K = (128, 256, 512, 1024, 2048)
+GROUPED_K_QUICK = (128, 512, 2048)
+
+
+def probe_grouped(env: dict, quick: bool) -> list[dict]:
+    """What a CUTLASS grouped GEMM (`torch._grouped_mm`, the ptr-array TMA kernel PyTorch runs on Hopper) pays each
+    time a persistent CTA moves to another group's tile. The same 1,023 clusters of work (128 rows, 128 columns,
+    depth k) as one group of 130,944 rows (`same`: a CTA's next tile is the same group's) and as 1,023 groups of
+    128 rows (`switch`: every next tile is another group's, so the CTA rewrites its TMA descriptors first). The
+    groups' weights are one [k, 128] matrix viewed 1,023 times (stride 0), so both layouts read the same bytes,
+    from L2; the rows of A stream from HBM in both. Also `one`: a single 64-row tile, the call's floor. Each call
+    is PyTorch's two launches (`prepare_grouped_gemm_data`, then the GEMM), timed as a CUDA graph, one call a
+    replay. Checked against float64 on a sample of groups, on fresh random inputs."""
+    import torch
+
+    from companion.bench.timing import DEVICE, bench_graph
+    from validation.measure_output import summarize
+
+    gen = torch.Generator(device=DEVICE).manual_seed(2027)
+    rows = []
+    for k in (GROUPED_K_QUICK if quick else GROUPED_K):
+        base = (torch.randn(k, GROUPED_N, device=DEVICE, generator=gen) / k**0.5).to(torch.bfloat16)
+        for layout, groups, per_group in (("same", 1, GROUPED_GROUPS * GROUPED_ROWS),
+                                          ("switch", GROUPED_GROUPS, GROUPED_ROWS), ("one", 1, 64)):
+            if layout == "one" and k != GROUPED_K[0]:
+                continue
+            total = groups * per_group
+            a = torch.randn(total, k, device=DEVICE, generator=gen).to(torch.bfloat16) + 0.5  # never zero
+            w = base.unsqueeze(0).expand(groups, k, GROUPED_N)
+            weights = "shared"
+            offs = torch.arange(1, groups + 1, device=DEVICE, dtype=torch.int32) * per_group
+            try:
+                out = torch._grouped_mm(a, w, offs=offs)
+            except RuntimeError:  # a PyTorch that refuses the stride-0 view: distinct copies (more bytes)
+                w, weights = w.contiguous(), "distinct"
+                out = torch._grouped_mm(a, w, offs=offs)
+            torch.cuda.synchronize()
+            picks = sorted({0, groups // 2, groups - 1})
+            for g in picks:
+                span = slice(g * per_group, (g + 1) * per_group)
+                want = a[span].double() @ base.double()
+                scale = want.abs().max().item()
+                if not (out[span].double() - want).abs().max().item() <= 2.0**-7 * scale:
+                    raise ProbeError(f"grouped probe: {layout} k={k} group {g} differs from float64")
+
+            def call(a=a, w=w, offs=offs) -> None:
+                torch._grouped_mm(a, w, offs=offs)
+
+            stats = summarize(bench_graph(call, 1))
+            cta_tiles = groups * -(-per_group // 64)
+            rows.append({"layout": layout, "groups": groups, "rows_per_group": per_group, "n": GROUPED_N, "k": k,
+                         "weights": weights, "launch_mode": "graph", "cta_tiles": cta_tiles, **stats,
+                         "s_per_tile_per_sm": stats["time_s_median"] / (cta_tiles / env["sm_count"])})
+            print(f"grouped {layout:6} k={k:5} {groups:4} groups x {per_group:6} rows ({weights}): "
+                  f"{stats['time_s_median'] * 1e6:8.2f} us, {rows[-1]['s_per_tile_per_sm'] * 1e6:6.3f} us a tile "
+                  f"a SM", flush=True)
+            del a, out
+    return rows
+
+
 PROBE_FUNCTIONS: dict[str, Callable[[dict, bool], list[dict]]] = {
     "latency": probe_latency, "mlp": probe_mlp, "l2": probe_l2, "floor": probe_floor, "issue": probe_issue,
     "mma": probe_mma, "smem": probe_smem, "clock": probe_clock, "peer": probe_peer, "grid": probe_grid,
     "rows": probe_rows, "host": probe_host, "queue": probe_queue, "tiles": probe_tiles, "async": probe_async,
-    "loaded": probe_loaded,
+    "loaded": probe_loaded, "grouped": probe_grouped,
 }
 if tuple(PROBE_FUNCTIONS) != spec.PROBES:
     raise RuntimeError(f"bench probes {tuple(PROBE_FUNCTIONS)} differ from validation.probes.PROBES {spec.PROBES}")

@@ -18,6 +18,7 @@ from workloads.kernels import (
     Dequantize,
     Elementwise,
     Gemm,
+    GroupedMm,
     KdaDecode,
     KdaPrefill,
     KdaVerify,
@@ -32,6 +33,7 @@ BF16, FP32 = Dtype.BF16, Dtype.FP32
 EXAMPLES = {
     "gemm": Gemm(m=2, n=3, k=4),
     "moe-gemm": MoeGemm(experts=3, tokens_per_expert=5, n=6, k=8, tile_m=4, tile_n=4),
+    "grouped-mm": GroupedMm(experts=3, tokens_per_expert=5, n=6, k=8, rows_by_expert=(5, 0, 2)),
     "attention-prefill": AttentionPrefill(seqs=2, q_len=3, heads=4, kv_heads=2, head_dim=8, cached=5),
     "mla-decode": MlaDecode(seqs=2, context=10, heads=3, num_splits=4, pad_heads_to=16),
     "kda-prefill": KdaPrefill(seqs=1, tokens=40, heads=2, key_dim=4, value_dim=8, chunk=32, block_v=4),

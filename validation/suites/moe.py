@@ -35,7 +35,7 @@ from hwmodels.spec import load_gpu
 from validation.comparison import Comparison
 from validation.comparison import compare as compare_launches
 from validation.suites import BF16, EAGER, ELEMENT_BYTES, GRAPH
-from workloads.kernels import MoeGemm
+from workloads.kernels import GroupedMm, MoeGemm
 from workloads.tiles import moe_gemm_tiles
 
 SUITE = "moe"
@@ -145,20 +145,17 @@ def cases() -> list[MoeCase]:
 
 
 def compare(row: dict[str, str], gpu_name: str) -> Comparison:
-    """`MoeGemm` over the row's routed rows by expert, at the Triton kernel's tiles; `torch_grouped_mm` at the
-    tiles the product picks for the GPU (`workloads.tiles.moe_gemm_tiles`): the product has no model of its own
-    for PyTorch's CUTLASS grouped GEMM."""
+    """`MoeGemm` over the row's routed rows by expert, at the Triton kernel's tiles; `torch_grouped_mm` as the
+    product's `GroupedMm` (the library's own tiles, clusters, persistent walk and its two launches)."""
     n, k = int(row["n"]), int(row["k"])
     rows = tuple(int(c) for c in str(row["rows_by_expert"]).split())
     if row["kernel"] == TRITON:
         tiles = {"tile_m": int(row["block_m"]), "tile_n": int(row["block_n"]), "tile_k": int(row["block_k"]),
                  "stages": int(row["num_stages"]), "threads": 32 * int(row["num_warps"])}
+        kernel = MoeGemm(experts=len(rows), tokens_per_expert=max(rows), n=n, k=k, dtype=Dtype.BF16,
+                         rows_by_expert=rows, **tiles)
     else:
-        active = [r for r in rows if r]
-        tiles = moe_gemm_tiles(load_gpu(gpu_name), tokens_per_expert=-(-sum(active) // len(active)),
-                               dtype=Dtype.BF16).fields
-    kernel = MoeGemm(experts=len(rows), tokens_per_expert=max(rows), n=n, k=k, dtype=Dtype.BF16,
-                     rows_by_expert=rows, **tiles)
+        kernel = GroupedMm(experts=len(rows), tokens_per_expert=max(rows), n=n, k=k, rows_by_expert=rows)
     regime = "decode" if row["launch_mode"] == GRAPH else "prefill"
     label = f"{row['kernel']} {row['model']} {row['gemm']} t={row['tokens']} {row['routing']}"
     backend = "triton" if row["kernel"] == TRITON else "torch grouped_mm"
