@@ -15,8 +15,10 @@ sampler varies the shapes a user varies, not the kernel's compiled tiles.
 
 from __future__ import annotations
 
+import csv
 import math
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 
@@ -45,7 +47,19 @@ DRAWN_MODELS = ("deepseek-v3", "deepseek-v4-flash", "kimi-k2", "kimi-k3", "llama
                 "qwen2.5-72b-instruct", "qwen3-235b-a22b", "qwen3-32b")
 
 
+# The projections the recorded GEMM draws were made over, as the layer builder made them then (2026-12-02: before
+# MLA's q and latent-KV down-projections became one GEMM and the router bf16, 2026-12-04): a change to the builder
+# changes no recorded draw (a new draw, with a new number, would take the builder's shapes, `catalog_gemm_shapes`)
+DRAWN_GEMM_SHAPES = Path(__file__).resolve().parent / "data" / "heldout_gemm_shapes.csv"
+
+
 def _gemm_shapes() -> list[tuple[str, int, int, str]]:
+    """(model, n, k, dtype) of the projections the recorded draws were made over (`DRAWN_GEMM_SHAPES`)."""
+    with DRAWN_GEMM_SHAPES.open(newline="") as handle:
+        return [(r["model"], int(r["n"]), int(r["k"]), r["dtype"]) for r in csv.DictReader(handle)]
+
+
+def catalog_gemm_shapes() -> list[tuple[str, int, int, str]]:
     """(model, n, k, dtype) of every dense projection of every model of the drawn catalog at TP 1, 2, 4, 8."""
     from hwmodels.spec import load_gpu
     from workloads.deployment import Deployment

@@ -33,6 +33,10 @@ from workloads.attention_backends import ENGINES
 from workloads.model import load_model
 
 TABLE = Path(__file__).parent / "published" / "serving.csv"
+# SGLang images whose AITER holds only its generic gfx942 config of the Triton block-scaled FP8 GEMM: v0.5.9's
+# ROCm image carries AITER v0.1.10.post3 (SemiAnalysisAI/InferenceX perf-changelog.yaml, PR #816; sglang
+# docker/rocm.Dockerfile), before the tuned gfx942 configs of ROCm/aiter PR #2024 (`kernels.fp8_gemm_configs`)
+AITER_GENERIC_IMAGES = ("v0.5.9-rocm700-mi30x",)
 SEED = 0
 # (published column, summary key of the simulation, how a summary value becomes the column's unit)
 METRICS = {
@@ -166,6 +170,8 @@ def scenario_sets(row: Mapping[str, str]) -> dict[str, object]:
     codec = re.search(r"ROCM_QUICK_REDUCE_QUANTIZATION=([A-Za-z0-9]+)", flags)  # the engines' QuickReduce switch
     if codec and codec.group(1).lower() != "none":
         sets["collectives.quickreduce"] = codec.group(1).lower()
+    if any(image in row.get("engine_version", "") for image in AITER_GENERIC_IMAGES):
+        sets["kernels.fp8_gemm_configs"] = "generic"
     backend = ATTENTION_BACKENDS.get(_flag(flags, "--attention-backend") or "")
     if backend is not None:
         sets["kernels.mla_backend"] = backend

@@ -18,6 +18,9 @@ AUTO_SPLITS = 0  # KernelOptions.mla_num_splits: the backend's heuristic picks (
 
 
 SHARED_FUSION = ("auto", "fused", "separate")
+FP8_GEMM_CONFIGS = ("tuned", "generic")
+# AITER's generic gfx942 config of its Triton block-scaled FP8 GEMM (KernelOptions.fp8_gemm_configs)
+AITER_GENERIC_FP8_TILES = {"tile_m": 128, "tile_n": 128, "tile_k": 128, "split_k": 1}
 
 
 @dataclass(frozen=True)
@@ -45,6 +48,11 @@ class KernelOptions:
     moe_shared_fusion: str = "auto"
     moe_output_dedup: bool = False  # mechanism 3: each rank projects only its own output coordinates
     moe_row_only_weights: bool = False  # mechanism 3: load only the routed-output rows a rank uses
+    # Block-scaled FP8 projections on CDNA3, which SGLang sends to AITER's Triton `gemm_a8w8_blockscale`
+    # (sgl-project/sglang PR #13617): "tuned", the product's library tiles (AITER with configs for the model's
+    # shapes: ROCm/aiter PR #2024, in v0.1.11 and later); "generic", the one config AITER v0.1.10 and earlier hold
+    # for every gfx942 shape, 128 x 128 tiles 128 deep and no split-K (the AITER of SGLang's v0.5.9 ROCm images)
+    fp8_gemm_configs: str = "tuned"
     launch: LaunchMode = LaunchMode.GRAPH  # decode steps replay captured graphs in vLLM and SGLang
     overlap_collectives: bool = False  # True: collectives run beside compute (a perfect-overlap bound)
 
@@ -56,6 +64,9 @@ class KernelOptions:
         valid = ("auto", *(b.value for b in MlaBackend))
         if self.mla_backend not in valid:
             raise FieldError("mla_backend", f"{self.mla_backend!r} is not one of {', '.join(valid)}")
+        if self.fp8_gemm_configs not in FP8_GEMM_CONFIGS:
+            raise FieldError("fp8_gemm_configs",
+                             f"{self.fp8_gemm_configs!r} is not one of {', '.join(FP8_GEMM_CONFIGS)}")
         if self.moe_shared_fusion not in SHARED_FUSION:
             raise FieldError("moe_shared_fusion",
                              f"{self.moe_shared_fusion!r} is not one of {', '.join(SHARED_FUSION)}")
@@ -95,6 +106,12 @@ class Deployment:
         if m.kda is not None and tile_cols > m.kda.head_dim:
             raise FieldError("kda_verify_tile_cols", f"{tile_cols} exceeds {m.name}'s KDA head_dim {m.kda.head_dim} "
                                                      f"(valid: 1..{m.kda.head_dim})")
+        if self.options.fp8_gemm_configs == "generic":
+            from workloads.tiles import ArchFamily, arch_family
+
+            if arch_family(self.gpu) is not ArchFamily.CDNA3:
+                raise FieldError("fp8_gemm_configs", f"generic is AITER's generic gfx942 config; {self.gpu.name} is "
+                                                     f"not a CDNA3 GPU (valid there: tuned)")
         backend = self.options.mla_backend
         if m.mla is not None and backend != "auto" and not MlaBackend(backend).runs_on(self.gpu):
             valid = ", ".join(["auto", *(b.value for b in backends_for(self.gpu))])

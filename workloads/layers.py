@@ -17,7 +17,7 @@ from hwmodels.spec import GPU
 from workloads import tiles
 from workloads.attention_backends import MlaBackend, default_mla_backend, mean_splits
 from workloads.collectives import Collective, CollectiveOp
-from workloads.deployment import AUTO_SPLITS, Deployment
+from workloads.deployment import AITER_GENERIC_FP8_TILES, AUTO_SPLITS, Deployment
 from workloads.kernel_base import KernelKind, cdiv
 from workloads.kernels import (
     AddRmsNorm,
@@ -64,8 +64,11 @@ def _c(layer: int, name: str, depends: Depends, op: CollectiveOp, payload: float
 
 
 def _gemm(d: Deployment, part: Part, m: int, n: int, k: int) -> Gemm:
-    """A projection as a BLAS would run it on the deployment's GPU (`tiles.blas_gemm`)."""
-    return tiles.blas_gemm(d.gpu, m, n, k, d.math_dtype(part))
+    """A projection as a BLAS would run it on the deployment's GPU (`tiles.blas_gemm`); a block-scaled FP8 one at
+    AITER's generic tiles where `kernels.fp8_gemm_configs` says so (a CDNA3 GPU, checked by the deployment)."""
+    dtype = d.math_dtype(part)
+    generic = d.options.fp8_gemm_configs == "generic" and dtype is Dtype.FP8
+    return tiles.blas_gemm(d.gpu, m, n, k, dtype, AITER_GENERIC_FP8_TILES if generic else None)
 
 
 def _act_quant(layer: int, name: str, depends: Depends, rows: int, k: int, d: Deployment, part: Part
@@ -223,13 +226,17 @@ def _mla_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     a, hid, t = _section(d.model.mla, "mla"), d.model.hidden_size, batch.tokens
     h = a.heads // d.tp
     qk = a.qk_nope_head_dim + a.qk_rope_head_dim
-    yield from _act_quant(layer, "mla.q_a", TOKENS, t, hid, d, Part.ATTENTION)  # one input for q_a and kv_a
+    # q's and the latent KV's down-projections read the same input; with a q LoRA both engines run them as one
+    # GEMM of q_lora + kv_lora + rope columns (vLLM deepseek_v2.py `fused_qkv_a_proj`, SGLang deepseek_v2.py
+    # `fused_qkv_a_proj_with_mqa`), else q's projection reads the input itself beside kv_a
+    yield from _act_quant(layer, "mla.qkv_a", TOKENS, t, hid, d, Part.ATTENTION)
     if a.q_lora_rank:
-        yield _k(layer, "mla.q_a", TOKENS, _gemm(d, Part.ATTENTION, t, a.q_lora_rank, hid))
+        yield _k(layer, "mla.qkv_a", TOKENS, _gemm(d, Part.ATTENTION, t, a.q_lora_rank + a.latent_width, hid))
         yield _k(layer, "mla.q_a_norm", TOKENS, _make(RmsNorm, tokens=t, hidden=a.q_lora_rank))
         yield from _act_quant(layer, "mla.q_b", TOKENS, t, a.q_lora_rank, d, Part.ATTENTION)
+    else:
+        yield _k(layer, "mla.kv_a", TOKENS, _gemm(d, Part.ATTENTION, t, a.latent_width, hid))
     yield _k(layer, "mla.q_b", TOKENS, _gemm(d, Part.ATTENTION, t, h * qk, a.q_lora_rank or hid))
-    yield _k(layer, "mla.kv_a", TOKENS, _gemm(d, Part.ATTENTION, t, a.latent_width, hid))
     yield _k(layer, "mla.kv_a_norm", TOKENS, _make(RmsNorm, tokens=t, hidden=a.kv_lora_rank))
     yield from _rope_and_cache_write(layer, "mla", t, (h + 1) * a.qk_rope_head_dim, a.latent_width, d)
     yield from _mla_sequence_items(layer, batch, d)
@@ -434,7 +441,9 @@ def _moe_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     moe = _section(m.moe, "moe")
     hid, width = m.hidden_size, moe.latent_size or m.hidden_size
     routed_dt = d.math_dtype(Part.ROUTED_EXPERTS)
-    yield _k(layer, "moe.router", TOKENS, _gemm(d, Part.SHARED_EXPERTS, t, moe.experts, hid))
+    # the router is never quantized: the engines build it with no quantization config (vLLM's and SGLang's MoE
+    # gates, `quant_config=None`; the checkpoints keep it in bf16), so it runs at the activations' bf16
+    yield _k(layer, "moe.router", TOKENS, tiles.blas_gemm(d.gpu, t, moe.experts, hid, Dtype.BF16))
     yield _k(layer, "moe.topk", TOKENS,
              _make(Elementwise, elements=t * moe.experts, inputs=1, ops_per_element=4, dtype="fp32"))
     if moe.latent_size:

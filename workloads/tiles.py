@@ -478,15 +478,18 @@ def _split(cus: int, output_tiles: int, k: int) -> tuple[int, str]:
     return split, f"split_k {split} evens the last wave ({fullness(1):.0%} -> {fullness(split):.0%} full)"
 
 
-def blas_gemm(gpu: GPU, m: int, n: int, k: int, dtype: Dtype = Dtype.BF16) -> Gemm:
-    """A GEMM as a BLAS would run it on `gpu` (`gemm_config`'s tiles, stages and split); one shared object per
-    shape and tile limits, as a step's layers repeat their projections."""
-    return _blas_gemm(_limits(gpu), int(m), int(n), int(k), Dtype(dtype))
+def blas_gemm(gpu: GPU, m: int, n: int, k: int, dtype: Dtype = Dtype.BF16,
+              pinned: Mapping[str, int] | None = None) -> Gemm:
+    """A GEMM as a BLAS would run it on `gpu` (`gemm_config`'s tiles, stages and split, the fields in `pinned`
+    held); one shared object per shape and tile limits, as a step's layers repeat their projections."""
+    held = tuple(sorted(_pinned(pinned, _SHAPED_FIELDS).items()))
+    return _blas_gemm(_limits(gpu), int(m), int(n), int(k), Dtype(dtype), held)
 
 
 @lru_cache(maxsize=65536)
-def _blas_gemm(limits: _Limits, m: int, n: int, k: int, dtype: Dtype) -> Gemm:
-    return Gemm(m=m, n=n, k=k, dtype=dtype, **_gemm_shaped(limits, m, n, k, dtype, ()).fields)
+def _blas_gemm(limits: _Limits, m: int, n: int, k: int, dtype: Dtype,
+               held: tuple[tuple[str, int], ...] = ()) -> Gemm:
+    return Gemm(m=m, n=n, k=k, dtype=dtype, **_gemm_shaped(limits, m, n, k, dtype, held).fields)
 
 
 # ---- any kernel object --------------------------------------------------------------------------------

@@ -39,6 +39,25 @@ def test_a_row_sets_only_what_it_states():
     assert mean * (1 - ratio) == pytest.approx(0.8 * 1024, abs=1) and mean * (1 + ratio) == pytest.approx(1024, abs=1)
 
 
+def test_an_sglang_image_whose_aiter_holds_only_its_generic_config_runs_generic_fp8_tiles():
+    rows = [r for r in _rows() if r["platform"] in ("mi300x", "mi325x")]
+    old = [r for r in rows if "v0.5.9-rocm700-mi30x" in r["engine_version"]]
+    new = [r for r in rows if "v0.5.12-rocm700-mi30x" in r["engine_version"]]
+    assert old and new
+    assert all(serving.scenario_sets(r)["kernels.fp8_gemm_configs"] == "generic" for r in old)
+    assert all("kernels.fp8_gemm_configs" not in serving.scenario_sets(r) for r in new)
+    assert not any("kernels.fp8_gemm_configs" in serving.scenario_sets(r) for r in _rows()
+                   if r["platform"] not in ("mi300x", "mi325x") and _usable(r))
+
+
+def _usable(row: dict[str, str]) -> bool:
+    try:
+        serving.scenario_sets(row)
+    except serving.Excluded:
+        return False
+    return True
+
+
 def test_a_row_without_a_kv_cache_flag_keeps_the_checkpoints_kv_dtype_not_the_default_scenarios():
     row = next(r for r in _rows() if r["platform"] == "h200" and r["engine"] == "sglang")
     assert "--kv-cache-dtype" not in row["recipe_flags"]

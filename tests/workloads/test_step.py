@@ -9,9 +9,11 @@ import pytest
 
 from hwmodels.dtypes import Dtype
 from hwmodels.spec import load_gpu
+from hwmodels.specfile import FieldError
 from hwmodels.work import Family
 from workloads.collectives import CollectiveOp
 from workloads.deployment import Deployment, KernelOptions
+from workloads.kernels import Gemm
 from workloads.layers import build_step
 from workloads.model import load_model
 from workloads.params import active_matmul_params
@@ -82,7 +84,7 @@ def test_kda_layer_with_dense_mlp_decode_is_exact():
 def test_mla_layer_with_latent_moe_decode_is_exact():
     plan = build_step(Batch(decodes=(10, 10)), deploy("tiny-hybrid"))
     assert names(plan, 2) == [
-        "input_norm", "mla.q_a", "mla.q_a_norm", "mla.q_b", "mla.kv_a", "mla.kv_a_norm", "mla.rope",
+        "input_norm", "mla.qkv_a", "mla.q_a_norm", "mla.q_b", "mla.kv_a_norm", "mla.rope",
         "mla.cache_write", "mla.absorb_k",
         "mla.decode", "mla.absorb_v", "mla.o_proj", "post_attention_norm", "moe.router", "moe.topk",
         "moe.latent_down", "moe.latent_norm", "moe.routed_up", "moe.routed_act", "moe.routed_down", "moe.combine",
@@ -227,11 +229,11 @@ def test_auto_mla_splits_follow_the_backends_heuristic_as_batch_and_context_chan
 
 
 @pytest.mark.parametrize("gpu,quantized", [
-    ("h200", ["mla.q_a", "mla.q_b", "mla.o_proj", "moe.routed_up", "moe.routed_down", "moe.shared_gate_up",
+    ("h200", ["mla.qkv_a", "mla.q_b", "mla.o_proj", "moe.routed_up", "moe.routed_down", "moe.shared_gate_up",
               "moe.shared_down"]),
-    ("b200", ["mla.q_a", "mla.q_b", "mla.o_proj", "moe.routed_up", "moe.routed_down", "moe.shared_gate_up",
+    ("b200", ["mla.qkv_a", "mla.q_b", "mla.o_proj", "moe.routed_up", "moe.routed_down", "moe.shared_gate_up",
               "moe.shared_down"]),
-    ("mi300x", ["mla.q_a", "mla.q_b", "mla.o_proj", "moe.shared_gate_up", "moe.shared_down"]),
+    ("mi300x", ["mla.qkv_a", "mla.q_b", "mla.o_proj", "moe.shared_gate_up", "moe.shared_down"]),
     ("mi355x", []),
 ])
 def test_fp8_block_scaled_gemms_quantize_their_input_where_the_engine_launches_it(gpu, quantized):
@@ -243,7 +245,7 @@ def test_fp8_block_scaled_gemms_quantize_their_input_where_the_engine_launches_i
     names = [i.name for i in layer]
     found = [n.removesuffix(".act_quant") for n in names if n.endswith(".act_quant")]
     assert found == quantized
-    for name in found:  # each right before its GEMM (q_a's input also feeds kv_a)
+    for name in found:  # each right before its GEMM (qkv_a: q's and the latent KV's down-projections in one)
         assert names[names.index(f"{name}.act_quant") + 1] == name
     quant = next((i.kernel for i in layer if i.name == "moe.routed_up.act_quant"), None)
     if quant is not None:
@@ -251,3 +253,29 @@ def test_fp8_block_scaled_gemms_quantize_their_input_where_the_engine_launches_i
     # a bf16 model has none
     dense = Deployment(load_model("qwen3-32b"), load_gpu(gpu), tp=8)
     assert not any(i.name.endswith(".act_quant") for i in build_step(Batch(decodes=(1500,) * 4), dense).items)
+
+
+def test_aiters_generic_fp8_config_pins_cdna3s_block_scaled_projections_and_nothing_else():
+    """`kernels.fp8_gemm_configs: generic`: AITER v0.1.10's one gfx942 config (128 x 128 tiles, no split-K) for every
+    FP8 projection; the router stays a bf16 GEMM at the library's tiles; refused off CDNA3."""
+    mi300x = load_gpu("mi300x")
+    tuned = Deployment(load_model("deepseek-r1"), mi300x, tp=8)
+    generic = replace(tuned, options=replace(tuned.options, fp8_gemm_configs="generic"))
+
+    def gemms(d: Deployment) -> dict[str, object]:
+        return {i.name: i.kernel for i in build_step(Batch(decodes=(1500,) * 4), d).items
+                if i.layer == 10 and isinstance(i.kernel, Gemm)}
+
+    before, after = gemms(tuned), gemms(generic)
+    assert after["mla.qkv_a"].n == 1536 + 576 and after["mla.qkv_a"].dtype is Dtype.FP8
+    for name in ("mla.qkv_a", "mla.q_b", "mla.o_proj"):
+        g = after[name]
+        assert (g.tile_m, g.tile_n, g.tile_k, g.split_k) == (128, 128, 128, 1)
+    assert (before["mla.qkv_a"].tile_m, before["mla.qkv_a"].split_k) != (128, 1)
+    assert after["moe.router"] == before["moe.router"] and after["moe.router"].dtype is Dtype.BF16
+    with pytest.raises(FieldError, match="generic is AITER's generic gfx942 config; h200 is not a CDNA3") as err:
+        Deployment(load_model("deepseek-r1"), load_gpu("h200"), tp=8,
+                   options=KernelOptions(fp8_gemm_configs="generic"))
+    assert err.value.key == "fp8_gemm_configs"
+    with pytest.raises(FieldError, match="'newest' is not one of tuned, generic"):
+        KernelOptions(fp8_gemm_configs="newest")
