@@ -161,6 +161,18 @@ class Gemm(KernelKind):
         return tiles + ((_split_reduce(m * n, splits, self.out_dtype),) if separate else ())
 
 
+def _check_expert_rows(kernel: MoeGemm | GroupedMm) -> None:
+    """Uneven rows by expert (`rows_by_expert`), when given, agree with `experts` and `tokens_per_expert`."""
+    rows = kernel.rows_by_expert
+    if not rows:
+        return
+    if any(not isinstance(r, int) or r < 0 for r in rows):
+        raise ValueError(f"rows_by_expert must be non-negative integers, got {rows!r}")
+    if len(rows) != kernel.experts or max(rows) != kernel.tokens_per_expert:
+        raise ValueError(f"rows_by_expert has {len(rows)} experts and at most {max(rows)} rows; experts="
+                         f"{kernel.experts} and tokens_per_expert={kernel.tokens_per_expert} must match")
+
+
 @dataclass(frozen=True)
 class MoeGemm(KernelKind):
     """Grouped expert GEMM with rows padded to tile_m: padding costs FLOP, idle experts cost nothing."""
@@ -187,13 +199,7 @@ class MoeGemm(KernelKind):
                     ("tokens_per_expert",))
         coerce(self, "dtype", Dtype)
         coerce(self, "out_dtype", Dtype)
-        if self.rows_by_expert:
-            rows = self.rows_by_expert
-            if any(not isinstance(r, int) or r < 0 for r in rows):
-                raise ValueError(f"rows_by_expert must be non-negative integers, got {rows!r}")
-            if len(rows) != self.experts or max(rows) != self.tokens_per_expert:
-                raise ValueError(f"rows_by_expert has {len(rows)} experts and at most {max(rows)} rows; experts="
-                                 f"{self.experts} and tokens_per_expert={self.tokens_per_expert} must match")
+        _check_expert_rows(self)
 
     def _rows(self) -> tuple[int, ...]:
         return self.rows_by_expert or (self.tokens_per_expert,) * self.experts
@@ -266,13 +272,7 @@ class GroupedMm(KernelKind):
         if self.experts > GROUPED_MAX_GROUPS:
             raise ValueError(f"torch._grouped_mm takes at most {GROUPED_MAX_GROUPS} groups, got experts="
                              f"{self.experts}")
-        if self.rows_by_expert:
-            rows = self.rows_by_expert
-            if any(not isinstance(r, int) or r < 0 for r in rows):
-                raise ValueError(f"rows_by_expert must be non-negative integers, got {rows!r}")
-            if len(rows) != self.experts or max(rows) != self.tokens_per_expert:
-                raise ValueError(f"rows_by_expert has {len(rows)} experts and at most {max(rows)} rows; experts="
-                                 f"{self.experts} and tokens_per_expert={self.tokens_per_expert} must match")
+        _check_expert_rows(self)
 
     def _rows(self) -> tuple[int, ...]:
         return self.rows_by_expert or (self.tokens_per_expert,) * self.experts
