@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import tempfile
+import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -12,14 +13,30 @@ from pathlib import Path
 
 @contextmanager
 def signals_held() -> Iterator[None]:
-    """SIGINT and SIGTERM wait (blocked) until the block ends, then act as usual: a temporary file or folder is made
-    and given to the code that removes it with no signal in between."""
-    held = {signal.SIGINT, signal.SIGTERM}
-    previous = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+    """SIGINT and SIGTERM wait until the block ends, then act as usual: a temporary file or folder is made and given
+    to the code that removes it with no signal in between.
+
+    In the main thread the signals' Python handlers are swapped for ones that only note the signal, which is raised
+    again as the block ends: Python runs its handlers in the main thread whichever thread the kernel hands a
+    process-directed signal to, so blocking it in this thread alone would not hold it once the process has other
+    threads (a BLAS pool, a worker). Elsewhere, where handlers cannot be set, this thread blocks them."""
+    held = (signal.SIGINT, signal.SIGTERM)
+    if threading.current_thread() is not threading.main_thread():
+        previous_mask = signal.pthread_sigmask(signal.SIG_BLOCK, held)
+        try:
+            yield
+        finally:
+            signal.pthread_sigmask(signal.SIG_SETMASK, previous_mask)
+        return
+    noted: list[int] = []
+    previous = {s: signal.signal(s, lambda signum, _frame: noted.append(signum)) for s in held}
     try:
         yield
     finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, previous)
+        for s, handler in previous.items():
+            signal.signal(s, handler)
+        for s in dict.fromkeys(noted):
+            signal.raise_signal(s)
 
 
 def temporary_file(folder: Path, prefix: str) -> tuple[int, str]:

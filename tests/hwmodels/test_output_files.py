@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import os
 import signal
+import threading
+import time
 
 import pytest
 
@@ -19,6 +21,27 @@ def test_a_signal_waits_until_the_held_block_ends():
             steps.append("still running")  # the signal is pending, not delivered
         steps.append("not reached")  # delivered as the block ends
     assert steps == ["still running"]
+
+
+def test_a_signal_is_held_while_the_process_has_other_threads():
+    """A process-directed signal may go to any thread that does not block it; Python still runs the handler in the
+    main thread, so the hold must not depend on which thread the kernel picked."""
+    stop = threading.Event()
+    other = threading.Thread(target=stop.wait)
+    other.start()
+    steps = []
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            with signals_held():
+                os.kill(os.getpid(), signal.SIGINT)
+                time.sleep(0.05)  # long enough for the other thread to take it and the main loop to look
+                steps.append("still running")
+            steps.append("not reached")
+    finally:
+        stop.set()
+        other.join()
+    assert steps == ["still running"]
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler  # the usual handler is back
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path, monkeypatch):
