@@ -29,11 +29,16 @@ SEED = 20261202  # the draws are fixed: the same grid every time it is planned
 # and library set-up were made with draws 1 and 2 in view, and read only after them (NOTES.md). Draw 3 of the other
 # suites was measured on 2026-12-03, after the L2 rate of short-row pieces and the cp.async latency alone were
 # set from probes, to test them on shapes no one had looked at.
-DRAWS = (1, 2, 3)
-COUNTS = {"gemm": 24, "mla_decode": 16, "kda": 16, "norm": 12, "codec": 12}
+# Draw 4 (the grouped expert GEMMs only) was measured on 2026-12-04, after `torch._grouped_mm`'s kind
+# (`workloads.kernels.GroupedMm`) was built from its source and a probe, to test it and the Triton fused MoE on
+# expert shapes and token counts no one had looked at.
+DRAWS = (1, 2, 3, 4)
+COUNTS = {"gemm": 24, "mla_decode": 16, "kda": 16, "norm": 12, "codec": 12, "moe": 16}
 SUITES = tuple(COUNTS)
-RECORDED = {1: SUITES, 2: SUITES, 3: SUITES}  # the suites each draw was measured for
+_FIRST = ("gemm", "mla_decode", "kda", "norm", "codec")
+RECORDED = {1: _FIRST, 2: _FIRST, 3: _FIRST, 4: ("moe",)}  # the suites each draw was measured for
 MIB = 1 << 20
+MOE_WEIGHT_BYTES = 32 << 30  # the held-out expert GEMMs' fp32 weights at most (one H200 holds them)
 
 
 def _log_int(rng: np.random.Generator, low: int, high: int) -> int:
@@ -160,8 +165,49 @@ def codec_cases(count: int, rng: np.random.Generator) -> list:
     return out
 
 
+def _expert_shapes() -> list[tuple[str, str, int, int, int, int]]:
+    """(model, gemm, experts, n, k, top_k) of the routed experts' two GEMMs of every MoE model of the drawn catalog at
+    TP 1, 2, 4 and 8 (gate and up: n = 2 x intermediate / TP; down: k = intermediate / TP), where TP divides the
+    intermediate into whole 16-value rows (the grouped GEMM's alignment), the experts are fewer than 1,024, and the
+    experts' weights fit the measuring GPU (at most 32 GiB in fp32, as the bench draws them before casting)."""
+    from workloads.kernels import GROUPED_MAX_GROUPS
+    from workloads.model import load_model
+
+    shapes = []
+    for name in DRAWN_MODELS:
+        model = load_model(name)
+        moe = model.moe
+        if moe is None or moe.experts > GROUPED_MAX_GROUPS:
+            continue
+        for tp in (1, 2, 4, 8):
+            inter = moe.expert_intermediate_size
+            if inter % (16 * tp):
+                continue
+            for gemm, n, k in (("up", 2 * inter // tp, model.hidden_size), ("down", model.hidden_size, inter // tp)):
+                if moe.experts * n * k * 4 <= MOE_WEIGHT_BYTES:
+                    shapes.append((name, gemm, moe.experts, n, k, moe.top_k))
+    return shapes
+
+
+def moe_cases(count: int, rng: np.random.Generator) -> list:
+    from validation.suites import EAGER, GRAPH
+    from validation.suites.moe import BALANCED, DECODE_MAX_TOKENS, GRAPH_OPS, SKEWED, TRITON, VENDOR, MoeCase
+
+    shapes = _expert_shapes()
+    out = []
+    for _ in range(count):
+        model, gemm, experts, n, k, top_k = shapes[int(rng.integers(len(shapes)))]
+        tokens = _log_int(rng, 1, 4096)
+        kernel = TRITON if rng.random() < 0.5 else VENDOR
+        routing = SKEWED if rng.random() < 0.5 else BALANCED
+        graph = tokens <= DECODE_MAX_TOKENS  # decode batches replay captured graphs; prefill runs eagerly
+        out.append(MoeCase(kernel, model, gemm, experts, tokens, top_k, n, k, routing, GRAPH if graph else EAGER,
+                           GRAPH_OPS if graph else 1))
+    return out
+
+
 SAMPLERS = {"gemm": gemm_cases, "mla_decode": mla_decode_cases, "kda": kda_cases, "norm": norm_cases,
-            "codec": codec_cases}
+            "codec": codec_cases, "moe": moe_cases}
 
 
 def cases(suite: str, seed: int = SEED, draw: int = 1) -> list:
