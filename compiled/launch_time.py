@@ -27,7 +27,9 @@ class ProgramSource(Enum):
 
 
 def timed_kernel(kernel: KernelKind, gpu: GPU) -> tuple[KernelKind, ProgramSource]:
-    """The kernel as it is timed on `gpu`, and where its program comes from."""
+    """The kernel as it is timed on `gpu`, and where its program comes from (ValueError for a kind that does not
+    model that GPU)."""
+    kernel.check_gpu(gpu)
     counted = compiled_kernel(kernel, gpu.name)
     return (kernel, ProgramSource.ANALYTIC) if counted is None else (counted, ProgramSource.COMPILED)
 

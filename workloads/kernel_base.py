@@ -4,8 +4,12 @@ from __future__ import annotations
 
 import numbers
 from enum import Enum
+from typing import TYPE_CHECKING
 
 from hwmodels.work import Work
+
+if TYPE_CHECKING:
+    from hwmodels.spec import GPU
 
 
 def cdiv(a: int, b: int) -> int:
@@ -56,6 +60,9 @@ class KernelKind:
 
     def launches(self) -> tuple[Work, ...]:
         raise NotImplementedError
+
+    def check_gpu(self, gpu: GPU) -> None:
+        """Raise ValueError, naming the GPUs it does model, when this kind does not model `gpu` (most model all)."""
 
     def work(self) -> Work:
         """All launches summed, for counting (time each launch on its own grid)."""

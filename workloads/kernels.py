@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
-from typing import ClassVar
+from typing import TYPE_CHECKING, ClassVar
 
 from hwmodels.dtypes import Dtype
 from hwmodels.program import Chain, Program, mma_steps, reduction_chain
@@ -20,6 +20,9 @@ from workloads.attention_kernels import AttentionPrefill, MlaDecode
 from workloads.codecs import Codec
 from workloads.kda_kernels import KdaDecode, KdaPrefill, KdaVerify
 from workloads.kernel_base import KernelKind, cdiv, check_bool, check_ints, coerce, full_block_figures
+
+if TYPE_CHECKING:
+    from hwmodels.spec import GPU
 
 __all__ = [
     "KERNEL_KINDS", "AddRmsNorm", "AttentionPrefill", "AttnResMix", "Copy", "Dequantize", "Elementwise",
@@ -276,6 +279,13 @@ class GroupedMm(KernelKind):
 
     def _rows(self) -> tuple[int, ...]:
         return self.rows_by_expert or (self.tokens_per_expert,) * self.experts
+
+    def check_gpu(self, gpu: GPU) -> None:
+        """Only Hopper's kernel is modelled: Blackwell's tiles (128 x 256 and 256 x 256) and ROCm's grouped GEMM
+        are other kernels."""
+        if "sm_90" not in gpu.arch.lower():  # the spec's "hopper (sm_90)"
+            raise ValueError(f"grouped-mm models torch._grouped_mm's Hopper (sm_90) kernel; {gpu.name} is not a "
+                             f"Hopper GPU (valid: h100, h200)")
 
     def tile(self) -> tuple[int, int, int]:
         """(tile_m, tile_n, tile_k) the library picks for these groups."""

@@ -74,3 +74,18 @@ def test_bad_groups_are_refused_by_name():
         GroupedMm(experts=3, tokens_per_expert=5, n=128, k=128, rows_by_expert=(5, 1))
     with pytest.raises(ValueError, match="non-negative"):
         GroupedMm(experts=2, tokens_per_expert=5, n=128, k=128, rows_by_expert=(5, -1))
+
+
+@pytest.mark.parametrize("gpu", ["b200", "mi355x", "mi300x"])
+def test_a_gpu_whose_kernel_is_another_is_refused_by_name(gpu, capsys):
+    from infersim.cli import main
+
+    kernel = GroupedMm(experts=8, tokens_per_expert=2, n=4096, k=1792)
+    with pytest.raises(ValueError, match=f"Hopper .sm_90. kernel; {gpu} is not a Hopper GPU .valid: h100, h200."):
+        launch_times(kernel, load_gpu(gpu), load_calibration(gpu), LaunchMode.GRAPH)
+    argv = ["kernel", "--hw", gpu, "grouped-mm", "--param", "experts=8", "--param", "tokens_per_expert=2",
+            "--param", "n=4096", "--param", "k=1792"]
+    assert main(argv) == 2
+    err = capsys.readouterr().err
+    assert "not a Hopper GPU" in err and "Traceback" not in err
+    assert launch_times(kernel, load_gpu("h100"), load_calibration("h100"), LaunchMode.GRAPH)
