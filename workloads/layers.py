@@ -229,7 +229,7 @@ def _mla_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
     # q's and the latent KV's down-projections read the same input; with a q LoRA both engines run them as one
     # GEMM of q_lora + kv_lora + rope columns (vLLM deepseek_v2.py `fused_qkv_a_proj`, SGLang deepseek_v2.py
     # `fused_qkv_a_proj_with_mqa`), else q's projection reads the input itself beside kv_a
-    yield from _act_quant(layer, "mla.qkv_a", TOKENS, t, hid, d, Part.ATTENTION)
+    yield from _act_quant(layer, "mla.qkv_a" if a.q_lora_rank else "mla.kv_a", TOKENS, t, hid, d, Part.ATTENTION)
     if a.q_lora_rank:
         yield _k(layer, "mla.qkv_a", TOKENS, _gemm(d, Part.ATTENTION, t, a.q_lora_rank + a.latent_width, hid))
         yield _k(layer, "mla.q_a_norm", TOKENS, _make(RmsNorm, tokens=t, hidden=a.q_lora_rank))
