@@ -62,6 +62,10 @@ class Calibration:
     # TMA descriptors set up in global memory, its clusters launched, its one tile's epilogue completed; 0: not
     # measured for this GPU
     library_grouped_setup_s: float = 0.0
+    # what the grouped GEMM's persistent CTAs spend on each empty group past the call's last rows: after its last
+    # tile every CTA walks the remaining groups' problem sizes to the end of the list (the grouped probe's `tail1`
+    # over `few1`); 0: not measured for this GPU
+    library_grouped_scan_s: float = 0.0
     cost_model: CostModel = CostModel.CYCLE
     # Fitted on measured traces (`infersim calibrate`): a launch's time (its compute, memory and latency terms;
     # not the launch overhead) times the factor of its family and of the term that bounds it (`compute`,
@@ -93,7 +97,7 @@ class Calibration:
             raise FieldError("mlp_deep_thread_share", f"must be in (0, 1], got {self.mlp_deep_thread_share}")
         if not 0 < self.grid_stride_efficiency <= 1:
             raise FieldError("grid_stride_efficiency", f"must be in (0, 1], got {self.grid_stride_efficiency}")
-        for name in ("library_gemm_setup_s", "library_grouped_setup_s"):
+        for name in ("library_gemm_setup_s", "library_grouped_setup_s", "library_grouped_scan_s"):
             if not 0 <= getattr(self, name) < 1e-3:
                 raise FieldError(name, f"must be in [0, 1 ms), got {getattr(self, name)}")
         if not self.mlp_smoothness > 0:

@@ -219,7 +219,7 @@ def kernel_busy(work: Work, gpu: GPU, calib: Calibration, dispatch: Dispatch | N
     if cycle and work.family is Family.GEMM:
         setup_s = calib.library_gemm_setup_s
     elif cycle and work.grouped_library:
-        setup_s = calib.library_grouped_setup_s
+        setup_s = calib.library_grouped_setup_s + work.grouped_tail_groups * calib.library_grouped_scan_s
     busy_s = max(max(compute_s, memory_s, latency_s) * calib.time_scale_for(work.family, bound.value) + setup_s,
                  floor_s)
     return KernelTime(

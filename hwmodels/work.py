@@ -65,6 +65,9 @@ class Work:
     # CUTLASS's grouped GEMM as PyTorch runs it (`torch._grouped_mm`): a persistent kernel whose set-up before its
     # first tile and completion run in series with its tiles (`Calibration.library_grouped_setup_s`)
     grouped_library: bool = False
+    # empty groups after the last that holds rows, which each of its CTAs walks after its last tile
+    # (`Calibration.library_grouped_scan_s` each)
+    grouped_tail_groups: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.flop_by_dtype, MappingProxyType):

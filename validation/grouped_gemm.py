@@ -7,6 +7,9 @@ the grouped probe (`python -m companion.bench probes --only grouped`, validation
 - The set-up (`Calibration.library_grouped_setup_s`): the one-tile call (`one`) measured, less the model's time
   of it without the set-up: what the persistent kernel spends before its first tile and after its last that the
   model does not count otherwise.
+- The walk past empty groups (`Calibration.library_grouped_scan_s`): 66 one-row groups followed by 957 empty ones
+  (`tail1`) over the 66 alone (`few1`), per empty group: after its last tile each CTA reads the remaining groups'
+  problem sizes to the end of the list.
 
 Test data for both is the `moe` suite's `torch_grouped_mm` rows (the catalog's expert GEMMs), never fitted.
 `python -m validation.grouped_gemm h200` prints both.
@@ -42,6 +45,20 @@ def switch_s(gpu_name: str) -> float:
     return statistics.median(extra)
 
 
+def scan_s(gpu_name: str) -> float:
+    """Seconds an empty group after the last with rows costs the call: `tail1` (1,023 groups, the first 66 with one
+    row each) over `few1` (the same 66 groups alone), per empty group; median over the probe's k."""
+    rows = _rows(gpu_name)
+    by = {(r["layout"], r["k"]): r for r in rows}
+    extra = []
+    for (layout, k), row in by.items():
+        if layout != "tail1" or ("few1", k) not in by:
+            continue
+        empty = int(row["groups"]) - int(row["active_groups"])
+        extra.append((float(row["time_s_median"]) - float(by[("few1", k)]["time_s_median"])) / empty)
+    return statistics.median(extra)
+
+
 def switch_round_trips(gpu_name: str) -> float:
     """`switch_s` in the GPU's idle DRAM round trips (the latency the model prices a chain's round trips at)."""
     from hwmodels.spec import load_gpu
@@ -70,3 +87,4 @@ if __name__ == "__main__":
     name = sys.argv[1] if len(sys.argv) > 1 else "h200"
     print(f"switch: {switch_s(name) * 1e6:.3f} us a tile, {switch_round_trips(name):.2f} DRAM round trips")
     print(f"library_grouped_setup_us: {setup_s(name) * 1e6:.3f}")
+    print(f"library_grouped_scan_ns: {scan_s(name) * 1e9:.2f}")

@@ -96,7 +96,8 @@ _OWN_COLUMNS = {
                "bytes_in_flight_per_sm"), ("bytes_per_s", "bytes_per_s_per_sm")),
     "loaded": (("mode", "programs", "block_elems", "num_warps", "footprint_bytes", "steps", "bytes_per_sample"),
                ("background_bytes_per_s", "cycles_per_load", "ns_per_load", "overlapped")),
-    "grouped": (("layout", "groups", "rows_per_group", "n", "k", "weights", "launch_mode", "cta_tiles"),
+    "grouped": (("layout", "groups", "active_groups", "rows_per_group", "n", "k", "weights", "launch_mode",
+                 "cta_tiles"),
                 ("s_per_tile_per_sm",)),
 }
 MULTI_GPU_PROBES = ("peer",)  # recorded on two GPUs of one host (data/<gpu>x2/), skipped on one

@@ -248,11 +248,11 @@ _GROUPED_PREP_BYTES = 60  # written per group by the preparation kernel; it read
 # two on the 132 SMs of an H100 SXM or H200 (the Hopper path this kind models)
 GROUPED_GRID_CLUSTERS = 66
 # A CTA whose next tile is another group's rewrites its TMA descriptors in global memory and fences them before
-# that tile's first load. The grouped probe measured 0.99 us a switch on one H200 (median over k = 128-2048 of the
+# that tile's first load. The grouped probe measured 0.98 us a switch on one H200 (median over k = 128-2048 of the
 # extra time of 1,023 one-cluster groups over one group of the same tiles, per tile a SM:
-# validation/data/h200/probe_grouped.csv, `validation.probes.grouped_switch_s`), 2.83 times its idle DRAM round
+# validation/data/h200/probe_grouped.csv, `validation.grouped_gemm.switch_s`), 2.81 times its idle DRAM round
 # trip (349.5 ns, probe_latency.csv): counted as that many round trips in each switching tile's set-up.
-GROUPED_SWITCH_ROUND_TRIPS = 2.83
+GROUPED_SWITCH_ROUND_TRIPS = 2.81
 
 
 @dataclass(frozen=True)
@@ -260,7 +260,8 @@ class GroupedMm(KernelKind):
     """`torch._grouped_mm` (CUTLASS's grouped GEMM on Hopper) over experts' rows sorted by expert, bf16: the
     library's own tile, cluster and persistent walk, not tiles chosen here. Each group's rows are padded to whole
     clusters (an expert with two rows still runs two 64-row CTAs per column tile); a CTA moving to another group's
-    tile pays the descriptor switch (`GROUPED_SWITCH_ROUND_TRIPS`)."""
+    tile pays the descriptor switch (`GROUPED_SWITCH_ROUND_TRIPS`), and after its last tile every CTA walks the
+    empty groups that follow the last one with rows (`Calibration.library_grouped_scan_s` each)."""
 
     kind: ClassVar[str] = "grouped-mm"
 
@@ -323,6 +324,7 @@ class GroupedMm(KernelKind):
             workgroups=row_tiles * col_tiles, threads_per_workgroup=GROUPED_THREADS,
             lds_bytes_per_workgroup=_gemm_lds_bytes(GROUPED_STAGES, tile_m, tile_n, tile_k, dtype),
             family=Family.MOE_GEMM, program=program, grouped_library=True,
+            grouped_tail_groups=len(rows) - max(i for i, r in enumerate(rows) if r) - 1,
             **_tile_figures(min(max(rows), tile_m), min(self.n, tile_n), self.k, tile_m, len(active) * col_tiles,
                             dtype, dtype),
         )

@@ -1349,6 +1349,21 @@ GROUPED_ROWS = 128  # rows a group: one cluster of two 64-row tiles of the Hoppe
 GROUPED_N = 128  # output columns: one column tile, so each group is one cluster's work
 GROUPED_K = (128, 256, 512, 1024, 2048)
 GROUPED_K_QUICK = (128, 512, 2048)
+GROUPED_FEW = 66  # groups that hold rows in `tail1` and `few1`: one a cluster of the 132-SM grid
+# (layout, groups, rows a group, weights): `same` and `switch` read one [k, 128] matrix viewed by every group
+# (stride 0: L2 after the first touch); `switch1` is `switch` with one row a group, as a MoE decode routes its tokens
+# (each still padded to a cluster of two 64-row tiles); `distinct` and `distinct1` give every group its own weights,
+# from HBM once they pass L2 (`GROUPED_DISTINCT_MIN_K`: 1,023 x k x 128 bf16 from k = 512 is 134 MB), stored
+# [k, n]; `distinct1t` stores them [n, k] as MoE checkpoints do (each tile's weights are rows of 2k bytes apart)
+GROUPED_LAYOUTS = (("same", 1, GROUPED_GROUPS * GROUPED_ROWS, "shared"),
+                   ("switch", GROUPED_GROUPS, GROUPED_ROWS, "shared"), ("one", 1, 64, "shared"),
+                   ("switch1", GROUPED_GROUPS, 1, "shared"),
+                   ("distinct", GROUPED_GROUPS, GROUPED_ROWS, "distinct"), ("distinct1", GROUPED_GROUPS, 1, "distinct"),
+                   ("distinct1t", GROUPED_GROUPS, 1, "distinct-nk"), ("few1", GROUPED_FEW, 1, "shared"),
+                   ("tail1", GROUPED_GROUPS, 1, "shared"))
+# `tail1`: only the first `GROUPED_FEW` of the 1,023 groups hold a row (one tile for each cluster of the grid), the
+# rest are empty, as a decode's experts past those its tokens picked; `few1` is the same work as 66 groups
+GROUPED_DISTINCT_MIN_K = 512
 
 
 def probe_grouped(env: dict, quick: bool) -> list[dict]:
@@ -1369,25 +1384,30 @@ def probe_grouped(env: dict, quick: bool) -> list[dict]:
     rows = []
     for k in (GROUPED_K_QUICK if quick else GROUPED_K):
         base = (torch.randn(k, GROUPED_N, device=DEVICE, generator=gen) / k**0.5).to(torch.bfloat16)
-        for layout, groups, per_group in (("same", 1, GROUPED_GROUPS * GROUPED_ROWS),
-                                          ("switch", GROUPED_GROUPS, GROUPED_ROWS), ("one", 1, 64)):
-            if layout == "one" and k != GROUPED_K[0]:
+        for layout, groups, per_group, weights in GROUPED_LAYOUTS:
+            if (layout == "one" and k != GROUPED_K[0]) or (weights != "shared" and k < GROUPED_DISTINCT_MIN_K):
                 continue
-            total = groups * per_group
+            active = GROUPED_FEW if layout == "tail1" else groups
+            total = active * per_group
             a = torch.randn(total, k, device=DEVICE, generator=gen).to(torch.bfloat16) + 0.5  # never zero
-            w = base.unsqueeze(0).expand(groups, k, GROUPED_N)
-            weights = "shared"
-            offs = torch.arange(1, groups + 1, device=DEVICE, dtype=torch.int32) * per_group
+            if weights == "distinct":
+                w = (torch.randn(groups, k, GROUPED_N, device=DEVICE, generator=gen) / k**0.5).to(torch.bfloat16)
+            elif weights == "distinct-nk":  # stored [n, k] a group, as checkpoints hold experts, read transposed
+                w = (torch.randn(groups, GROUPED_N, k, device=DEVICE, generator=gen) / k**0.5).to(torch.bfloat16)
+                w = w.transpose(-2, -1)
+            else:
+                w = base.unsqueeze(0).expand(groups, k, GROUPED_N)
+            offs = torch.arange(1, groups + 1, device=DEVICE, dtype=torch.int32).clamp(max=active) * per_group
             try:
                 out = torch._grouped_mm(a, w, offs=offs)
             except RuntimeError:  # a PyTorch that refuses the stride-0 view: distinct copies (more bytes)
                 w, weights = w.contiguous(), "distinct"
                 out = torch._grouped_mm(a, w, offs=offs)
             torch.cuda.synchronize()
-            picks = sorted({0, groups // 2, groups - 1})
+            picks = sorted({0, active // 2, active - 1})
             for g in picks:
                 span = slice(g * per_group, (g + 1) * per_group)
-                want = a[span].double() @ base.double()
+                want = a[span].double() @ w[g].double()
                 scale = want.abs().max().item()
                 if not (out[span].double() - want).abs().max().item() <= 2.0**-7 * scale:
                     raise ProbeError(f"grouped probe: {layout} k={k} group {g} differs from float64")
@@ -1396,14 +1416,15 @@ def probe_grouped(env: dict, quick: bool) -> list[dict]:
                 torch._grouped_mm(a, w, offs=offs)
 
             stats = summarize(bench_graph(call, 1))
-            cta_tiles = groups * -(-per_group // 64)
-            rows.append({"layout": layout, "groups": groups, "rows_per_group": per_group, "n": GROUPED_N, "k": k,
+            cta_tiles = active * -(-per_group // 64)
+            rows.append({"layout": layout, "groups": groups, "active_groups": active, "rows_per_group": per_group,
+                         "n": GROUPED_N, "k": k,
                          "weights": weights, "launch_mode": "graph", "cta_tiles": cta_tiles, **stats,
                          "s_per_tile_per_sm": stats["time_s_median"] / (cta_tiles / env["sm_count"])})
-            print(f"grouped {layout:6} k={k:5} {groups:4} groups x {per_group:6} rows ({weights}): "
+            print(f"grouped {layout:9} k={k:5} {groups:4} groups x {per_group:6} rows ({weights}): "
                   f"{stats['time_s_median'] * 1e6:8.2f} us, {rows[-1]['s_per_tile_per_sm'] * 1e6:6.3f} us a tile "
                   f"a SM", flush=True)
-            del a, out
+            del a, w, out
     return rows
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from hwmodels.calibration import load_calibration
-from validation.grouped_gemm import setup_s, switch_round_trips, switch_s
+from validation.grouped_gemm import scan_s, setup_s, switch_round_trips, switch_s
 from workloads.kernels import GROUPED_SWITCH_ROUND_TRIPS
 
 
@@ -17,3 +17,27 @@ def test_the_switch_cost_is_the_probes():
 def test_the_set_up_is_the_one_tile_calls_excess_over_the_model():
     assert load_calibration("h200").library_grouped_setup_s == pytest.approx(setup_s("h200"), abs=1e-9)
     assert load_calibration("h100").library_grouped_setup_s == load_calibration("h200").library_grouped_setup_s
+
+
+def test_the_walk_past_empty_groups_is_the_probes():
+    assert 1e-9 < scan_s("h200") < 50e-9
+    assert load_calibration("h200").library_grouped_scan_s == pytest.approx(scan_s("h200"), abs=0.005e-9)
+    assert load_calibration("h100").library_grouped_scan_s == load_calibration("h200").library_grouped_scan_s
+
+
+def test_empty_groups_after_the_last_with_rows_cost_their_walk():
+    from compiled.launch_time import launch_times
+    from hwmodels.roofline import LaunchMode
+    from hwmodels.spec import load_gpu
+    from workloads.kernels import GroupedMm
+
+    gpu, calib = load_gpu("h200"), load_calibration("h200")
+    few = GroupedMm(experts=66, tokens_per_expert=1, n=128, k=512)
+    tail = GroupedMm(experts=1023, tokens_per_expert=1, n=128, k=512, rows_by_expert=(1,) * 66 + (0,) * 957)
+    lead = GroupedMm(experts=1023, tokens_per_expert=1, n=128, k=512, rows_by_expert=(0,) * 957 + (1,) * 66)
+
+    def gemm_s(kernel):
+        return launch_times(kernel, gpu, calib, LaunchMode.GRAPH)[-1].time_s
+
+    assert gemm_s(tail) - gemm_s(few) == pytest.approx(957 * calib.library_grouped_scan_s, rel=1e-6)
+    assert gemm_s(lead) == pytest.approx(gemm_s(few), rel=1e-6)  # walked on the way to rows: the switches' share
