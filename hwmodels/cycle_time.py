@@ -175,6 +175,8 @@ def workgroup_s(program: Program, gpu: GPU, resident: int, warps: int, streaming
     if program.setup_load_bytes > 0:
         setup += load_s(resident * program.setup_load_bytes, gpu, curve,
                         cu_share(program, gpu, hbm_bytes_per_s, streaming_cus))
+    if program.setup_store_bytes > 0:  # the residents' output tiles leave through the CU's share of bandwidth
+        setup += resident * program.setup_store_bytes / cu_share(program, gpu, hbm_bytes_per_s, streaming_cus)
     if program.trips <= 0:
         return setup
     return setup + program.trips * trip_s(program, gpu, resident, warps, streaming_cus, curve, hbm_bytes_per_s)

@@ -123,6 +123,9 @@ class Program:
     # HBM bytes the setup loads before the first trip (a recurrence's state slice): through the CU's memory path
     # like a trip's load, one round trip included (so `setup_chain` does not count that one again)
     setup_load_bytes: float = 0.0
+    # HBM bytes the workgroup stores once, after its last trip (its output tile: a split's partial sums): they leave
+    # at the CU's share of bandwidth, as a trip's stores do, before the workgroup's slot is free
+    setup_store_bytes: float = 0.0
     # Workgroups that load each tile of the trips (a GEMM's row blocks share a B tile, the query blocks and
     # heads of a GQA group their K and V tiles): the first touch comes from HBM, the rest hit L2, so a CU's
     # share of HBM bandwidth stretches `reuse` times, up to its share of L2. 1: every tile streams from HBM.
@@ -206,7 +209,8 @@ class Program:
         if self.trip_counts and min(self.trip_counts) < 0:
             raise ValueError("trip_counts must not be negative")
         for name in ("trips", "trip_load_bytes", "trip_store_bytes", "trip_instructions", "setup_instructions",
-                     "setup_load_bytes", "row_run_bytes", "fresh_input_bytes", "store_footprint_bytes"):
+                     "setup_load_bytes", "setup_store_bytes", "row_run_bytes", "fresh_input_bytes",
+                     "store_footprint_bytes"):
             value = getattr(self, name)
             if not value >= 0:
                 raise ValueError(f"{name} must be a non-negative number, got {value!r}")

@@ -245,7 +245,8 @@ class MlaDecode(KernelKind):
         trips = self._split_trips() if self.contexts else ()
         return Program(trips=max(trips, default=cdiv(self.split_rows, self.block_n)), trip_load_bytes=load_bytes,
                        trip_instructions=instructions, trip_chain=chain, prefetch=1,
-                       setup_chain=_SPLIT_SETUP_CHAIN, trip_counts=trips, async_loads=True)
+                       setup_chain=_SPLIT_SETUP_CHAIN, trip_counts=trips, async_loads=True,
+                       setup_store_bytes=self._tile_out_bytes(split=self.num_splits > 1))
 
     def _merge_program(self, partial_bytes: float) -> Program:
         """One (sequence, head block): a trip per split that held rows, each waiting for that split's partial (the
@@ -255,7 +256,14 @@ class MlaDecode(KernelKind):
         part = min(self.heads_per_workgroup, self.padded_heads) * (self.kv_lora + 1) * 4
         return Program(trips=max(trips, default=cdiv(self.context, self.split_rows)), trip_load_bytes=part,
                        trip_chain=_MERGE_TRIP_CHAIN, trip_instructions=3 * part / 4 / self.threads,
-                       setup_chain=NO_CHAIN, trip_counts=trips, fresh_input_bytes=partial_bytes)
+                       setup_chain=NO_CHAIN, trip_counts=trips, fresh_input_bytes=partial_bytes,
+                       setup_store_bytes=self._tile_out_bytes(split=False))
+
+    def _tile_out_bytes(self, split: bool) -> float:
+        """What one workgroup stores after its last trip: its heads' fp32 partial sums and log-sum-exps (a split of
+        several), or their output rows in bf16 (one split, or the merge); only the heads that exist."""
+        heads = min(self.heads_per_workgroup, self.padded_heads)
+        return heads * (self.kv_lora + 1) * 4 if split else heads * self.kv_lora * 2
 
 
 _SPLIT_SETUP_CHAIN = Chain(dram=1, sfu=1)
