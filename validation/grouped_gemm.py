@@ -21,6 +21,7 @@ import csv
 import dataclasses
 import statistics
 import sys
+from collections.abc import Callable
 from pathlib import Path
 
 DATA_DIR = Path(__file__).resolve().parent / "data"
@@ -31,32 +32,22 @@ def _rows(gpu_name: str) -> list[dict[str, str]]:
         return list(csv.DictReader(f))
 
 
+def _extra_s(gpu_name: str, layout: str, against: str, per: Callable[[dict[str, str]], float]) -> float:
+    """Median over the probe's k of `layout`'s time less `against`'s at the same k, over `per` of the row."""
+    by = {(r["layout"], r["k"]): r for r in _rows(gpu_name)}
+    return statistics.median((float(row["time_s_median"]) - float(by[(against, k)]["time_s_median"])) / per(row)
+                             for (name, k), row in by.items() if name == layout and (against, k) in by)
+
+
 def switch_s(gpu_name: str) -> float:
     """Seconds a tile of another group costs a CTA beyond one of the same group: median over the probe's k."""
-    rows = _rows(gpu_name)
-    by = {(r["layout"], r["k"]): r for r in rows}
-    extra = []
-    for (layout, k), row in by.items():
-        if layout != "switch" or ("same", k) not in by:
-            continue
-        same = by[("same", k)]
-        tiles_per_sm = int(row["cta_tiles"]) / int(row["sm_count"])
-        extra.append((float(row["time_s_median"]) - float(same["time_s_median"])) / tiles_per_sm)
-    return statistics.median(extra)
+    return _extra_s(gpu_name, "switch", "same", lambda row: int(row["cta_tiles"]) / int(row["sm_count"]))
 
 
 def scan_s(gpu_name: str) -> float:
     """Seconds an empty group after the last with rows costs the call: `tail1` (1,023 groups, the first 66 with one
     row each) over `few1` (the same 66 groups alone), per empty group; median over the probe's k."""
-    rows = _rows(gpu_name)
-    by = {(r["layout"], r["k"]): r for r in rows}
-    extra = []
-    for (layout, k), row in by.items():
-        if layout != "tail1" or ("few1", k) not in by:
-            continue
-        empty = int(row["groups"]) - int(row["active_groups"])
-        extra.append((float(row["time_s_median"]) - float(by[("few1", k)]["time_s_median"])) / empty)
-    return statistics.median(extra)
+    return _extra_s(gpu_name, "tail1", "few1", lambda row: int(row["groups"]) - int(row["active_groups"]))
 
 
 def switch_round_trips(gpu_name: str) -> float:
