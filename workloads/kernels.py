@@ -248,11 +248,11 @@ _GROUPED_PREP_BYTES = 60  # written per group by the preparation kernel; it read
 # two on the 132 SMs of an H100 SXM or H200 (the Hopper path this kind models)
 GROUPED_GRID_CLUSTERS = 66
 # A CTA whose next tile is another group's rewrites its TMA descriptors in global memory and fences them before
-# that tile's first load. The grouped probe measured 0.98 us a switch on one H200 (median over k = 128-2048 of the
+# that tile's first load. The grouped probe measured 1.01 us a switch on one H200 (median over k = 128-2048 of the
 # extra time of 1,023 one-cluster groups over one group of the same tiles, per tile a SM:
-# validation/data/h200/probe_grouped.csv, `validation.grouped_gemm.switch_s`), 2.81 times its idle DRAM round
+# validation/data/h200/probe_grouped.csv, `validation.grouped_gemm.switch_s`), 2.90 times its idle DRAM round
 # trip (349.5 ns, probe_latency.csv): counted as that many round trips in each switching tile's set-up.
-GROUPED_SWITCH_ROUND_TRIPS = 2.81
+GROUPED_SWITCH_ROUND_TRIPS = 2.90
 
 
 @dataclass(frozen=True)

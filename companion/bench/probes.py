@@ -1350,6 +1350,7 @@ GROUPED_N = 128  # output columns: one column tile, so each group is one cluster
 GROUPED_K = (128, 256, 512, 1024, 2048)
 GROUPED_K_QUICK = (128, 512, 2048)
 GROUPED_FEW = 66  # groups that hold rows in `tail1` and `few1`: one a cluster of the 132-SM grid
+GROUPED_WIDE_GROUPS, GROUPED_WIDE_N = 43, 3072  # `wide1t`'s groups and their columns
 # (layout, groups, rows a group, weights): `same` and `switch` read one [k, 128] matrix viewed by every group
 # (stride 0: L2 after the first touch); `switch1` is `switch` with one row a group, as a MoE decode routes its tokens
 # (each still padded to a cluster of two 64-row tiles); `distinct` and `distinct1` give every group its own weights,
@@ -1360,7 +1361,9 @@ GROUPED_LAYOUTS = (("same", 1, GROUPED_GROUPS * GROUPED_ROWS, "shared"),
                    ("switch1", GROUPED_GROUPS, 1, "shared"),
                    ("distinct", GROUPED_GROUPS, GROUPED_ROWS, "distinct"), ("distinct1", GROUPED_GROUPS, 1, "distinct"),
                    ("distinct1t", GROUPED_GROUPS, 1, "distinct-nk"), ("few1", GROUPED_FEW, 1, "shared"),
-                   ("tail1", GROUPED_GROUPS, 1, "shared"))
+                   ("tail1", GROUPED_GROUPS, 1, "shared"), ("wide1t", GROUPED_WIDE_GROUPS, 1, "distinct-nk"))
+# `wide1t`: `distinct1t`'s work as 43 groups of 3,072 columns (24 column tiles a group, 1,032 cluster tiles against
+# 1,023) instead of 1,023 groups of one column tile: what a group's many column tiles cost
 # `tail1`: only the first `GROUPED_FEW` of the 1,023 groups hold a row (one tile for each cluster of the grid), the
 # rest are empty, as a decode's experts past those its tokens picked; `few1` is the same work as 66 groups
 GROUPED_DISTINCT_MIN_K = 512
@@ -1388,12 +1391,13 @@ def probe_grouped(env: dict, quick: bool) -> list[dict]:
             if (layout == "one" and k != GROUPED_K[0]) or (weights != "shared" and k < GROUPED_DISTINCT_MIN_K):
                 continue
             active = GROUPED_FEW if layout == "tail1" else groups
+            n = GROUPED_WIDE_N if layout == "wide1t" else GROUPED_N
             total = active * per_group
             a = torch.randn(total, k, device=DEVICE, generator=gen).to(torch.bfloat16) + 0.5  # never zero
             if weights == "distinct":
-                w = (torch.randn(groups, k, GROUPED_N, device=DEVICE, generator=gen) / k**0.5).to(torch.bfloat16)
+                w = (torch.randn(groups, k, n, device=DEVICE, generator=gen) / k**0.5).to(torch.bfloat16)
             elif weights == "distinct-nk":  # stored [n, k] a group, as checkpoints hold experts, read transposed
-                w = (torch.randn(groups, GROUPED_N, k, device=DEVICE, generator=gen) / k**0.5).to(torch.bfloat16)
+                w = (torch.randn(groups, n, k, device=DEVICE, generator=gen) / k**0.5).to(torch.bfloat16)
                 w = w.transpose(-2, -1)
             else:
                 w = base.unsqueeze(0).expand(groups, k, GROUPED_N)
@@ -1416,9 +1420,9 @@ def probe_grouped(env: dict, quick: bool) -> list[dict]:
                 torch._grouped_mm(a, w, offs=offs)
 
             stats = summarize(bench_graph(call, 1))
-            cta_tiles = active * -(-per_group // 64)
+            cta_tiles = active * -(-per_group // 64) * -(-n // GROUPED_N)
             rows.append({"layout": layout, "groups": groups, "active_groups": active, "rows_per_group": per_group,
-                         "n": GROUPED_N, "k": k,
+                         "n": n, "k": k,
                          "weights": weights, "launch_mode": "graph", "cta_tiles": cta_tiles, **stats,
                          "s_per_tile_per_sm": stats["time_s_median"] / (cta_tiles / env["sm_count"])})
             print(f"grouped {layout:9} k={k:5} {groups:4} groups x {per_group:6} rows ({weights}): "
