@@ -11,6 +11,8 @@ buffers, no link), 1024 programs of 4 warps as the sweep launches it; its six ke
 gather of each rank).
 `kda-verify SEQS BLOCK_V`: one KDA verify (`suites.kda`: 4 positions, 12 heads, K = V = 128, the states of every
 position stored) of SEQS sequences with value tiles of BLOCK_V columns.
+`grouped GROUPS N K`: one `torch._grouped_mm` of GROUPS one-row groups of N columns, each with its own [N, K]
+weights (the grouped probe's `distinct1t`: 1023 128 K; `wide1t`: 43 3072 K).
 `mla SEQS CONTEXT SPLITS`: one split-KV MLA decode (`suites.mla_decode`: 12 heads, unpadded, 576-wide cache rows
 of bf16, uniform lengths) of SEQS sequences of CONTEXT tokens in SPLITS splits, and its merge when split.
 
@@ -134,13 +136,26 @@ def _mla(seqs: int, context: int, splits: int) -> Callable[[], object]:
     return lambda: launch(q, cache, lengths)
 
 
+def _grouped(groups: int, n: int, k: int) -> Callable[[], object]:
+    """`torch._grouped_mm` of `groups` one-row groups of `n` columns, each group's weights its own [n, k] block read
+    transposed (the grouped probe's `distinct1t` at 1,023 x 128 and `wide1t` at 43 x 3,072)."""
+    import torch
+
+    gen = torch.Generator(device="cuda").manual_seed(2027)
+    a = torch.randn(groups, k, device="cuda", generator=gen).to(torch.bfloat16) + 0.5
+    w = (torch.randn(groups, n, k, device="cuda", generator=gen) / k**0.5).to(torch.bfloat16).transpose(-2, -1)
+    offs = torch.arange(1, groups + 1, device="cuda", dtype=torch.int32)
+    return lambda: torch._grouped_mm(a, w, offs=offs)
+
+
 def main(argv: Sequence[str]) -> int:
     if argv[:1] == ["summary"] and len(argv) == 2:
         print(summary(argv[1]))
         return 0
     targets = {"kda": lambda a: _kda(int(a[0])), "kda-verify": lambda a: _kda_verify(int(a[0]), int(a[1])),
                "quickreduce": lambda a: _quickreduce(a[0], int(a[1])),
-               "mla": lambda a: _mla(int(a[0]), int(a[1]), int(a[2]))}
+               "mla": lambda a: _mla(int(a[0]), int(a[1]), int(a[2])),
+               "grouped": lambda a: _grouped(int(a[0]), int(a[1]), int(a[2]))}
     if not argv or argv[0] not in targets:
         print(f"usage: {HELP}\n  targets: {', '.join(targets)}", file=sys.stderr)
         return 2
