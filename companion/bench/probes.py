@@ -1351,6 +1351,10 @@ GROUPED_K = (128, 256, 512, 1024, 2048)
 GROUPED_K_QUICK = (128, 512, 2048)
 GROUPED_FEW = 66  # groups that hold rows in `tail1` and `few1`: one a cluster of the 132-SM grid
 GROUPED_WIDE_GROUPS, GROUPED_WIDE_N = 43, 3072  # `wide1t`'s groups and their columns
+# `wide{C}x{r}`: `wide1t` swept, about 1,023 cluster tiles as groups of C column tiles (n = 128 C) and r rows (one
+# cluster tile a group while r <= 64): how the extra time of a group's many column tiles grows with the clusters that
+# read one group's rows of A at once (C = 2 to 56; 24 is `wide1t`) and with the rows that spread them (r = 2 to 32)
+GROUPED_WIDE_SWEEP = ((2, 1), (4, 1), (8, 1), (56, 1), (24, 2), (24, 8), (24, 32))
 # (layout, groups, rows a group, weights): `same` and `switch` read one [k, 128] matrix viewed by every group
 # (stride 0: L2 after the first touch); `switch1` is `switch` with one row a group, as a MoE decode routes its tokens
 # (each still padded to a cluster of two 64-row tiles); `distinct` and `distinct1` give every group its own weights,
@@ -1361,12 +1365,19 @@ GROUPED_LAYOUTS = (("same", 1, GROUPED_GROUPS * GROUPED_ROWS, "shared"),
                    ("switch1", GROUPED_GROUPS, 1, "shared"),
                    ("distinct", GROUPED_GROUPS, GROUPED_ROWS, "distinct"), ("distinct1", GROUPED_GROUPS, 1, "distinct"),
                    ("distinct1t", GROUPED_GROUPS, 1, "distinct-nk"), ("few1", GROUPED_FEW, 1, "shared"),
-                   ("tail1", GROUPED_GROUPS, 1, "shared"), ("wide1t", GROUPED_WIDE_GROUPS, 1, "distinct-nk"))
+                   ("tail1", GROUPED_GROUPS, 1, "shared"), ("wide1t", GROUPED_WIDE_GROUPS, 1, "distinct-nk"),
+                   *((f"wide{c}x{r}", round(GROUPED_GROUPS / c), r, "distinct-nk") for c, r in GROUPED_WIDE_SWEEP))
 # `wide1t`: `distinct1t`'s work as 43 groups of 3,072 columns (24 column tiles a group, 1,032 cluster tiles against
 # 1,023) instead of 1,023 groups of one column tile: what a group's many column tiles cost
 # `tail1`: only the first `GROUPED_FEW` of the 1,023 groups hold a row (one tile for each cluster of the grid), the
 # rest are empty, as a decode's experts past those its tokens picked; `few1` is the same work as 66 groups
 GROUPED_DISTINCT_MIN_K = 512
+
+
+def _wide_columns(layout: str) -> int:
+    """Column tiles a group of a `wide{C}x{r}` layout (1 for the others)."""
+    match = re.fullmatch(r"wide(\d+)x\d+", layout)
+    return int(match.group(1)) if match else 1
 
 
 def probe_grouped(env: dict, quick: bool) -> list[dict]:
@@ -1391,7 +1402,7 @@ def probe_grouped(env: dict, quick: bool) -> list[dict]:
             if (layout == "one" and k != GROUPED_K[0]) or (weights != "shared" and k < GROUPED_DISTINCT_MIN_K):
                 continue
             active = GROUPED_FEW if layout == "tail1" else groups
-            n = GROUPED_WIDE_N if layout == "wide1t" else GROUPED_N
+            n = GROUPED_WIDE_N if layout == "wide1t" else GROUPED_N * _wide_columns(layout)
             total = active * per_group
             a = torch.randn(total, k, device=DEVICE, generator=gen).to(torch.bfloat16) + 0.5  # never zero
             if weights == "distinct":
