@@ -172,9 +172,6 @@ def scenario_sets(row: Mapping[str, str]) -> dict[str, object]:
         sets["collectives.quickreduce"] = codec.group(1).lower()
     if any(image in row.get("engine_version", "") for image in AITER_GENERIC_IMAGES):
         sets["kernels.fp8_gemm_configs"] = "generic"
-    backend = ATTENTION_BACKENDS.get(_flag(flags, "--attention-backend") or "")
-    if backend is not None:
-        sets["kernels.mla_backend"] = backend
     # The engines' KV cache is the checkpoint's dtype unless a flag says otherwise (SGLang and vLLM
     # `--kv-cache-dtype auto`; TensorRT-LLM `KvCacheConfig.dtype: auto` follows the checkpoint's quantization
     # metadata, which sets no KV quantization for these checkpoints): the row states it, so the default
@@ -185,6 +182,13 @@ def scenario_sets(row: Mapping[str, str]) -> dict[str, object]:
         sets["precision.kv_cache"] = "fp8" if fp8_kv else load_model(row["model"]).kv_cache.value
     except ValueError as err:  # a model the catalog lacks
         raise Excluded(str(err).splitlines()[0]) from None
+    backend = ATTENTION_BACKENDS.get(_flag(flags, "--attention-backend") or "")
+    if backend == "aiter":  # SGLang's aiter backend: the persistent decode unless 16 heads hold a bf16 cache
+        mla = load_model(row["model"]).mla
+        heads = mla.heads // int(float(row["tp"])) if mla is not None else 0
+        backend = "aiter" if heads == 16 and not fp8_kv else "aiter-persistent"
+    if backend is not None:
+        sets["kernels.mla_backend"] = backend
     if row["engine"] == "trtllm":  # the extra_llm_api_options the recipe's YAML sets, as the table transcribes them
         if "piecewise cuda graphs true" in flags:
             raise Excluded("TensorRT-LLM's piecewise graphs for context steps are not modelled")

@@ -17,7 +17,9 @@ token per request):
   total history over the SM clusters; a request gets ceil(history / chunk) partitions.
 - TRT-LLM-gen MLA through FlashInfer (vLLM's FLASHINFER_MLA, SGLang's `trtllm_mla`, Blackwell): one split count
   for the whole batch, from the SMs left per request and the longest history.
-- AITER MLA (ROCm): one split count for the batch, 1..16, scored by CU occupancy and per-split overhead.
+- AITER MLA (ROCm): one split count for the batch, 1..16, scored by CU occupancy and per-split overhead (the
+  non-persistent call vLLM makes); SGLang's persistent call: 16 splits a request on gfx942, about 196 tokens a
+  split on gfx950, dealt out over the CUs by a metadata kernel.
 - Triton MLA decode: vLLM's fixed 4 splits; SGLang's per-request dynamic count.
 
 Every constant below names the file, function and commit (or release) it was read from; "assumption" marks a
@@ -86,6 +88,18 @@ TRTLLM_SWAPS_SPLIT_TOKENS = 256  # useSwapsMmaAbMlaGenKernel sizes its trial spl
 # rocm_aiter_mla.py at eaba533a).
 AITER_SPLIT_OVERHEAD = 84.1  # get_meta_param: overhead = 84.1 (tokens-equivalent cost of each split)
 AITER_MAX_SPLITS = 16  # get_meta_param scores splits 1..16
+# SGLang's aiter backend runs AITER's persistent MLA decode by default (SGLANG_AITER_MLA_PERSIST defaults to
+# "True"; intra_batch_mode on; python/sglang/srt/layers/attention/aiter_backend.py of the sglang 0.5.9 and 0.5.12
+# releases, which turn it off only for 16 heads without an fp8 cache). Its work plan comes from
+# get_mla_metadata_v1 (AITER_PS_SRC/csrc/kernels/mla/metadata.cu: intra_batch_mode -> get_mla_metadata_v1_0_device,
+# csrc/kernels/mla/metadata/v1_0_device.cuh get_local_splits): on gfx942 every request is cut into 16 splits; on
+# gfx950 into seqlen_kv / 196 ("196 per splits can get better performance"), at most ceil(CUs / batch) and at
+# most SGLang's max_split_per_batch (64 without draft tokens; 32 with them, which the count here does not see:
+# assumption, the larger). The same rule from v0.1.10.post3 (SGLang 0.5.9's ROCm images) to v0.1.16.
+AITER_PS_SRC = "https://github.com/ROCm/aiter/blob/v0.1.10.post3"  # 6a0e7b26ccf33164785531212cc2ec2cde0b9243
+AITER_PS_GFX942_SPLITS = 16
+AITER_PS_TOKENS_PER_SPLIT = 196
+AITER_PS_MAX_SPLITS = 64
 
 # --- Triton MLA decode.
 # vLLM: TritonMLAImpl.forward_mqa, vllm/v1/attention/backends/mla/triton_mla.py at 0155494b
@@ -114,7 +128,8 @@ class MlaBackend(Enum):
     FLASH_ATTN_SGLANG = "fa3-sglang"  # FlashAttention-3 MLA as SGLang's fa3 backend calls it (num_splits=0)
     FLASHINFER = "flashinfer"  # FlashInfer BatchMLAPagedAttentionWrapper (SGLang flashinfer)
     TRTLLM_GEN = "trtllm-gen"  # FlashInfer's TRT-LLM-gen MLA decode (vLLM FLASHINFER_MLA, SGLang trtllm_mla)
-    AITER = "aiter"  # AMD AITER mla_decode_fwd (vLLM ROCM_AITER_MLA, SGLang aiter)
+    AITER = "aiter"  # AMD AITER mla_decode_fwd, non-persistent (vLLM ROCM_AITER_MLA)
+    AITER_PERSISTENT = "aiter-persistent"  # AITER's persistent MLA decode (SGLang aiter, its default)
     TRITON_VLLM = "triton-vllm"  # vLLM TRITON_MLA
     TRITON_SGLANG = "triton-sglang"  # SGLang triton
 
@@ -135,7 +150,7 @@ class MlaBackend(Enum):
         sm, gfx = _sm(gpu), _gfx(gpu)
         if self in (MlaBackend.TRITON_VLLM, MlaBackend.TRITON_SGLANG):
             return True
-        if self is MlaBackend.AITER:
+        if self in (MlaBackend.AITER, MlaBackend.AITER_PERSISTENT):
             return gfx in ("gfx942", "gfx950")
         if sm is None:
             return False
@@ -180,7 +195,8 @@ def default_mla_backend(gpu: GPU, engine: str = "vllm", *, kv_dtype: Dtype = Dty
     https://docs.sglang.io/advanced_features/attention_backend.html):
       - Hopper with CUDA >= 12.3: fa3 (assumption: a current CUDA).
       - SM100 for DeepseekV3ForCausalLM (DeepSeek V3/R1, Kimi K2): trtllm_mla.
-      - ROCm: aiter when the per-GPU head count is 16 or 128 (and no speculative decoding), else triton.
+      - ROCm: aiter when the per-GPU head count is 16 or 128 (and no speculative decoding), else triton; aiter
+        runs the persistent decode, except at 16 heads without an fp8 cache (aiter_backend.py, sglang 0.5.9).
       - other: triton.
     TensorRT-LLM (NVIDIA only): its own trtllm-gen MLA generation kernels on Blackwell (the kernels FlashInfer
     ships as TRT-LLM-gen); on Hopper, assumption: FlashMLA's split heuristic for its generation kernel.
@@ -202,7 +218,7 @@ def default_mla_backend(gpu: GPU, engine: str = "vllm", *, kv_dtype: Dtype = Dty
             return MlaBackend.TRITON_VLLM if engine == "vllm" else MlaBackend.TRITON_SGLANG
         if engine == "vllm":
             return MlaBackend.AITER if rocm_aiter else MlaBackend.TRITON_VLLM
-        return MlaBackend.AITER
+        return MlaBackend.AITER if heads == 16 and kv_dtype.bits > 8 else MlaBackend.AITER_PERSISTENT
     if sm is not None and sm // 10 == 10:
         return MlaBackend.TRTLLM_GEN
     if sm is not None and sm // 10 == 9:
@@ -429,6 +445,15 @@ def _aiter(gpu: GPU, ctx: tuple[int, ...], heads: int, kv_heads: int) -> list[in
     return [max(scored, key=lambda t: t[0])[1]] * bs
 
 
+def _aiter_persistent(gpu: GPU, ctx: tuple[int, ...], heads: int, kv_heads: int) -> list[int]:
+    """AITER get_mla_metadata_v1_0 (SGLang's persistent decode): 16 splits a request on gfx942; on gfx950
+    min(history // 196, ceil(CUs / batch), 64) a request (at least 1)."""
+    if _gfx(gpu) == "gfx942":
+        return [AITER_PS_GFX942_SPLITS] * len(ctx)
+    per_cu = cdiv(gpu.compute_units, len(ctx))
+    return [max(1, min(c // AITER_PS_TOKENS_PER_SPLIT, per_cu, AITER_PS_MAX_SPLITS)) for c in ctx]
+
+
 def _triton_vllm(gpu: GPU, ctx: tuple[int, ...], heads: int, kv_heads: int) -> list[int]:
     """vLLM Triton MLA: 4 splits for every request (each holds ceil(history / 4) tokens)."""
     return [VLLM_TRITON_SPLITS] * len(ctx)
@@ -469,6 +494,7 @@ _SPLITTERS = {
     MlaBackend.FLASHINFER: _flashinfer,
     MlaBackend.TRTLLM_GEN: _trtllm_gen,
     MlaBackend.AITER: _aiter,
+    MlaBackend.AITER_PERSISTENT: _aiter_persistent,
     MlaBackend.TRITON_VLLM: _triton_vllm,
     MlaBackend.TRITON_SGLANG: _triton_sglang,
 }

@@ -137,13 +137,16 @@ class MlaDecode(KernelKind):
     heads_per_workgroup: int = 16  # padded heads computed together by one workgroup
     threads: int = 256  # threads per workgroup
     block_n: int = 64  # latent rows staged in LDS per inner step
+    # LDS a workgroup holds when its code object reserves a fixed amount (an assembly kernel's
+    # group_segment_fixed_size); 0: one staged latent tile and the workgroup's query rows
+    lds_reserved: int = 0
     # Each sequence's history when they differ (len == seqs); empty: every sequence has `context`, which is
     # then their mean. The grid turns irregular: a long sequence keeps its workgroups busy after the others.
     contexts: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         check_ints(self, ("seqs", "context", "heads", "kv_lora", "rope_dim", "num_splits",
-                           "heads_per_workgroup", "threads", "block_n"), ("pad_heads_to",))
+                           "heads_per_workgroup", "threads", "block_n"), ("pad_heads_to", "lds_reserved"))
         if self.contexts and (len(self.contexts) != self.seqs or min(self.contexts) < 1):
             raise ValueError(f"contexts must hold one positive history per sequence ({self.seqs}), "
                              f"got {len(self.contexts)} values")
@@ -187,8 +190,9 @@ class MlaDecode(KernelKind):
             workgroups=s * self.num_splits * head_groups,
             threads_per_workgroup=self.threads,
             # one latent tile plus the workgroup's query rows: block_n*width*kv + hpw*width*q bytes
-            lds_bytes_per_workgroup=math.ceil(self.kv_dtype.storage_bytes(self.block_n * width)
-                                              + self.q_dtype.storage_bytes(self.heads_per_workgroup * width)),
+            lds_bytes_per_workgroup=self.lds_reserved or math.ceil(
+                self.kv_dtype.storage_bytes(self.block_n * width)
+                + self.q_dtype.storage_bytes(self.heads_per_workgroup * width)),
             family=Family.MLA_DECODE,
             program=self._split_program(width),
         ))

@@ -267,15 +267,17 @@ def _mla_sequence_items(layer: int, batch: Batch, d: Deployment) -> Iterator[Ste
                 context = max(1, cdiv(_mean(contexts) + 1, d.dcp))
                 # uneven histories make an irregular grid (each rank holds its DCP share of each history)
                 histories = tuple(max(1, cdiv(c + 1, d.dcp)) for c in contexts) if len(set(contexts)) > 1 else ()
-                splits = o.mla_num_splits
+                splits, backend = o.mla_num_splits, mla_backend(d)
                 if splits == AUTO_SPLITS:
-                    splits = auto_mla_splits(mla_backend(d), d.gpu, histories or (context,) * len(contexts),
+                    splits = auto_mla_splits(backend, d.gpu, histories or (context,) * len(contexts),
                                              h * per_seq * d.dcp)
+                tiled = (tiles.aiter_persistent_mla_tiles if backend is MlaBackend.AITER_PERSISTENT
+                         else tiles.mla_decode_tiles)
                 yield _k(layer, "mla.decode", DECODE_HISTORY, MlaDecode(
                     seqs=len(contexts), context=context, contexts=histories,
                     heads=h * per_seq * d.dcp, kv_lora=a.kv_lora_rank, rope_dim=a.qk_rope_head_dim,
                     num_splits=min(splits, context), pad_heads_to=o.mla_pad_heads_to * per_seq * d.dcp,
-                    kv_dtype=d.kv_dtype, **tiles.mla_decode_tiles(
+                    kv_dtype=d.kv_dtype, **tiled(
                         d.gpu, kv_lora=a.kv_lora_rank, rope_dim=a.qk_rope_head_dim, kv_dtype=d.kv_dtype).fields))
         if d.dcp > 1:
             partials = queries * h * d.dcp * (a.kv_lora_rank * 4 + 4)  # fp32 output + log-sum-exp per head

@@ -349,6 +349,37 @@ def _mla(limits: _Limits, kv_lora: int, rope_dim: int, kv_dtype: Dtype, q_dtype:
     return _fit(MlaDecode.kind, limits, start, source, dict(pinned), _MLA_ORDER, measure)
 
 
+# AITER's persistent MLA decode on gfx942 (SGLang's default there) pads a one-token query to four positions when the
+# query is bf16 (ROCm/aiter v0.1.10.post3 csrc/py_itfs_cu/asm_mla.cu: bf16 q with an fp8 or bf16 cache, persistent,
+# max_seqlen_q <= 4 -> config_max_seqlen_q = 4) and runs hsa/gfx942/mla/mla_a16w8_qh16_m16x4_n16x1_coex0_mask1_ps
+# (a16w16 with a bf16 cache; hsa/gfx942/mla/mla_asm.csv): 16 heads by 4 positions, 64 query rows a workgroup, the
+# three padded positions computed and masked (assumption: an assembly tile computes its whole M), 16 latent rows a
+# step (its `n16x1`), 256 threads, and all 64 KiB of LDS (the code object's group_segment_fixed_size: 65,536 B; 512
+# VGPRs), so one workgroup a CU.
+AITER_PS_GFX942_TILE = {"heads_per_workgroup": 64, "block_n": 16, "threads": 256}
+
+
+def aiter_persistent_mla_tiles(gpu: GPU, *, kv_lora: int = 512, rope_dim: int = 64, kv_dtype: Dtype = Dtype.FP8,
+                               q_dtype: Dtype = Dtype.BF16) -> TileConfig:
+    """`MlaDecode`'s fields for AITER's persistent MLA decode on `gpu`: the padded assembly tile on gfx942 with a
+    bf16 query; elsewhere (an fp8 query, gfx950) the tiles of `mla_decode_tiles`."""
+    limits = _limits(gpu)
+    if limits.family is not ArchFamily.CDNA3 or Dtype(q_dtype).bits <= 8:
+        return mla_decode_tiles(gpu, kv_lora=kv_lora, rope_dim=rope_dim, kv_dtype=kv_dtype, q_dtype=q_dtype)
+    return _aiter_persistent_mla(limits, kv_lora, rope_dim, Dtype(kv_dtype), Dtype(q_dtype))
+
+
+@lru_cache(maxsize=64)
+def _aiter_persistent_mla(limits: _Limits, kv_lora: int, rope_dim: int, kv_dtype: Dtype, q_dtype: Dtype
+                          ) -> TileConfig:
+    values = {**AITER_PS_GFX942_TILE, "lds_reserved": limits.lds_bytes}
+    registers = -(-values["heads_per_workgroup"] * (kv_lora + values["block_n"]) // values["threads"])
+    return TileConfig(MlaDecode.kind, limits.name, limits.family, tuple(values.items()), limits.lds_bytes,
+                      limits.lds_bytes, registers,
+                      "AITER persistent MLA decode, gfx942 bf16 query: mla_*_qh16_m16x4_n16x1_ps (16 heads x 4 "
+                      "padded positions, 16 latent rows a step, all of the LDS)")
+
+
 _GEMM_FIELDS = ("tile_m", "tile_n", "tile_k", "stages", "threads")
 
 

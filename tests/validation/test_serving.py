@@ -31,7 +31,8 @@ def test_a_row_sets_only_what_it_states():
     assert sets["hardware.platform"] == "mi355x-8" and sets["model.name"] == "deepseek-r1"
     assert sets["serving.max_concurrency"] == 4 and sets["workload.arrival"] == "infinite"
     assert sets["precision.kv_cache"] == "fp8"  # --kv-cache-dtype fp8_e4m3
-    assert sets["kernels.mla_backend"] == "aiter" and sets["serving.engine"] == "sglang"
+    # SGLang's aiter backend with an fp8 cache: AITER's persistent decode
+    assert sets["kernels.mla_backend"] == "aiter-persistent" and sets["serving.engine"] == "sglang"
     assert sets["collectives.quickreduce"] == "int4"  # ROCM_QUICK_REDUCE_QUANTIZATION=INT4
     assert sets["cache.prefix_caching"] is False  # --disable-radix-cache
     # InferenceX's lengths are uniform in [0.8 L, L]: the scenario's range around the mean covers the same interval
@@ -135,3 +136,10 @@ def test_the_command_reports_per_platform_and_writes_its_plot(tmp_path, capsys, 
     assert "<html>" in page.read_text() and "mi325x" in page.read_text()
     assert main(["validate", "--serving", "--platform", "a100"]) == 2
     assert "a100" in capsys.readouterr().err
+
+
+def test_sglang_aiter_at_sixteen_heads_over_a_bf16_cache_runs_the_non_persistent_decode():
+    row = next(r for r in _rows() if r["platform"] == "mi355x" and "--tensor-parallel-size 8" in r["recipe_flags"])
+    bf16 = {**row, "recipe_flags": row["recipe_flags"].replace("--kv-cache-dtype fp8_e4m3", "")}
+    assert serving.scenario_sets(row)["kernels.mla_backend"] == "aiter-persistent"
+    assert serving.scenario_sets(bf16)["kernels.mla_backend"] == "aiter"  # DeepSeek-R1 at TP8: 16 heads

@@ -33,7 +33,7 @@ def test_backends_by_gpu():
     assert backends_for(H200) == (B.FLASHMLA, B.FLASH_ATTN_VLLM, B.FLASH_ATTN_SGLANG, B.FLASHINFER,
                                   B.TRITON_VLLM, B.TRITON_SGLANG)
     assert backends_for(B200) == (B.FLASHINFER, B.TRTLLM_GEN, B.TRITON_VLLM, B.TRITON_SGLANG)
-    assert backends_for(MI355X) == (B.AITER, B.TRITON_VLLM, B.TRITON_SGLANG)
+    assert backends_for(MI355X) == (B.AITER, B.AITER_PERSISTENT, B.TRITON_VLLM, B.TRITON_SGLANG)
     assert backends_for(load_gpu("b300")) == backends_for(B200)  # sm_103 runs the sm_100 family's cubins
     assert backends_for(load_gpu("mi300x")) == backends_for(MI355X)  # gfx942 has AITER's MLA kernels too
 
@@ -157,8 +157,9 @@ CONTEXTS = tuple(k * K for k in (1, 2, 4, 8, 16, 32, 64, 128))
 TRENDS = [
     (B.FLASHMLA, H200, True, False), (B.FLASH_ATTN_VLLM, H200, True, True), (B.FLASH_ATTN_SGLANG, H200, True, True),
     (B.FLASHINFER, H200, True, True), (B.FLASHINFER, B200, True, True), (B.TRTLLM_GEN, B200, False, True),
-    (B.AITER, MI355X, True, True), (B.TRITON_VLLM, H200, True, True), (B.TRITON_SGLANG, H200, True, True),
-    (B.TRITON_SGLANG, MI355X, True, True),
+    (B.AITER, MI355X, True, True), (B.AITER_PERSISTENT, MI355X, True, True),
+    (B.AITER_PERSISTENT, load_gpu("mi300x"), True, True), (B.TRITON_VLLM, H200, True, True),
+    (B.TRITON_SGLANG, H200, True, True), (B.TRITON_SGLANG, MI355X, True, True),
 ]
 
 
@@ -205,7 +206,7 @@ def test_mean_rounds_half_up():
     ("h200", "sglang", Dtype.FP8, B.FLASH_ATTN_SGLANG), ("b200", "vllm", Dtype.FP8, B.TRTLLM_GEN),
     ("b300", "vllm", Dtype.BF16, B.TRTLLM_GEN), ("b200", "sglang", Dtype.BF16, B.TRTLLM_GEN),
     ("mi355x", "vllm", Dtype.BF16, B.TRITON_VLLM), ("mi300x", "vllm", Dtype.FP8, B.TRITON_VLLM),
-    ("mi355x", "sglang", Dtype.BF16, B.AITER), ("mi325x", "sglang", Dtype.FP8, B.AITER),
+    ("mi355x", "sglang", Dtype.BF16, B.AITER_PERSISTENT), ("mi325x", "sglang", Dtype.FP8, B.AITER_PERSISTENT),
     ("b200", "trtllm", Dtype.FP8, B.TRTLLM_GEN), ("h200", "trtllm", Dtype.FP8, B.FLASHMLA),
 ])
 def test_default_backends(gpu, engine, kv_dtype, expected):
@@ -218,7 +219,10 @@ def test_default_backend_on_rocm_follows_aiter_switch_and_heads():
     assert default_mla_backend(MI355X) is B.TRITON_VLLM  # VLLM_ROCM_USE_AITER defaults off
     assert default_mla_backend(MI355X, rocm_aiter=True) is B.AITER
     assert default_mla_backend(MI355X, rocm_aiter=True, heads=32) is B.TRITON_VLLM  # AITER takes 16 or 128
+    # SGLang's aiter backend runs the persistent decode, except at 16 heads over a bf16 cache
     assert default_mla_backend(MI355X, "sglang", heads=16) is B.AITER
+    assert default_mla_backend(MI355X, "sglang", heads=16, kv_dtype=Dtype.FP8) is B.AITER_PERSISTENT
+    assert default_mla_backend(MI355X, "sglang", heads=128) is B.AITER_PERSISTENT
     assert default_mla_backend(MI355X, "sglang", heads=8) is B.TRITON_SGLANG
 
 
@@ -248,7 +252,7 @@ def test_bad_arguments(contexts, heads, kv_heads, message):
 @pytest.mark.parametrize("backend, gpu, valid", [
     (B.FLASHMLA, B200, "flashinfer, trtllm-gen, triton-vllm, triton-sglang"),
     (B.AITER, H200, "flashmla, fa3-vllm, fa3-sglang, flashinfer, triton-vllm, triton-sglang"),
-    (B.TRTLLM_GEN, MI355X, "aiter, triton-vllm, triton-sglang"),
+    (B.TRTLLM_GEN, MI355X, "aiter, aiter-persistent, triton-vllm, triton-sglang"),
 ])
 def test_backend_not_on_this_gpu(backend, gpu, valid):
     with pytest.raises(ValueError, match=rf"backend {backend.value} does not run on {gpu.name} .*valid backends "
@@ -267,3 +271,20 @@ def test_bad_engine_and_options():
         default_mla_backend(H200, kv_dtype="fp8")
     with pytest.raises(ValueError, match="backend must be an MlaBackend"):
         mla_splits("flashmla", H200, [1024], 16)
+
+
+# SGLang's persistent AITER decode (get_mla_metadata_v1_0): 16 splits a request on gfx942 whatever the batch and
+# history; on gfx950 history // 196, at most ceil(256 CUs / batch) and 64
+@pytest.mark.parametrize("seqs, context, mi300x, mi355x", [
+    (1, 100, 16, 1), (1, 1 * K, 16, 5), (4, 1 * K, 16, 5), (4, 8 * K, 16, 41), (8, 8 * K, 16, 32),
+    (64, 8 * K, 16, 4), (1, 128 * K, 16, 64), (300, 8 * K, 16, 1),
+])
+def test_aiter_persistent_splits(seqs, context, mi300x, mi355x):
+    batch = _batch(seqs, context)
+    assert mla_splits(B.AITER_PERSISTENT, load_gpu("mi300x"), batch, 16) == (min(mi300x, context),) * seqs
+    assert mla_splits(B.AITER_PERSISTENT, MI355X, batch, 16) == (mi355x,) * seqs
+
+
+def test_aiter_persistent_counts_each_request_on_gfx950():
+    # one count a request, from its own history (intra-batch mode)
+    assert mla_splits(B.AITER_PERSISTENT, MI355X, [1 * K, 8 * K], 16) == (5, 41)

@@ -12,6 +12,7 @@ from infersim.cli import main
 from workloads.kernels import AttentionPrefill, Gemm, MlaDecode, MoeGemm
 from workloads.tiles import (
     ArchFamily,
+    aiter_persistent_mla_tiles,
     arch_family,
     attention_tiles,
     gemm_tiles,
@@ -168,3 +169,27 @@ def test_on_hopper_the_gemm_takes_the_library_choice_recorded_for_the_nearest_sh
     assert len(Gemm(m=2, n=2304, k=4096, split_k=3).launches()) == 1  # the fix-up in the same launch
     pinned = gemm_config(h200, 433, 3072, 6144, pinned={"tile_m": 128})
     assert "nvjet" not in pinned.why and pinned.fields["tile_m"] == 128  # a pinned field keeps the tile policy
+
+
+def test_aiter_persistent_mla_on_gfx942_pads_the_query_to_four_positions():
+    # bf16 query: mla_a16w8_qh16_m16x4_n16x1_ps, 64 query rows by 16 latent rows a step, all 64 KiB of LDS
+    mi300x = load_gpu("mi300x")
+    config = aiter_persistent_mla_tiles(mi300x, kv_dtype=Dtype.FP8)
+    assert {k: config.fields[k] for k in ("heads_per_workgroup", "block_n", "threads")} == {
+        "heads_per_workgroup": 64, "block_n": 16, "threads": 256}
+    kernel = MlaDecode(seqs=4, context=4096, heads=16, num_splits=16, **config.fields)
+    assert _lds(kernel) == config.lds_bytes == mi300x.lds_max_per_workgroup_bytes == 65536
+    # one workgroup of 64 rows covers the 16 heads; the padded rows cost the trips their compute
+    plain = MlaDecode(seqs=4, context=4096, heads=16, num_splits=16, heads_per_workgroup=16, block_n=16, threads=256)
+    split, padded = kernel.launches()[0], plain.launches()[0]
+    assert split.workgroups == padded.workgroups == 4 * 16
+    assert split.program.trip_instructions > 3 * padded.program.trip_instructions
+    # an fp8 query (gfx950's a8w8 kernel) is not padded: the generic tiles
+    mi355x = load_gpu("mi355x")
+    assert aiter_persistent_mla_tiles(mi355x, q_dtype=Dtype.FP8) == mla_decode_tiles(mi355x, q_dtype=Dtype.FP8)
+    assert aiter_persistent_mla_tiles(mi355x) == mla_decode_tiles(mi355x)
+
+
+def test_mla_decode_lds_reserved_must_not_be_negative():
+    with pytest.raises(ValueError, match="lds_reserved must not be negative"):
+        MlaDecode(seqs=1, context=64, heads=16, lds_reserved=-1)
