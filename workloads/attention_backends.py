@@ -250,6 +250,10 @@ def mla_splits(backend: MlaBackend, gpu: GPU, contexts: Sequence[int], heads: in
         raise ValueError(f"backend {backend.value} does not run on {gpu.name} ({gpu.arch}); valid backends "
                          f"for it: {valid}")
     splits = _SPLITTERS[backend](gpu, ctx, heads, kv_heads)
+    if len(splits) != len(ctx):
+        raise RuntimeError(f"{backend.value} gave {len(splits)} counts for {len(ctx)} requests")
+    if min(splits) >= 1 and max(splits) <= min(ctx):  # the serving loop's batches: nothing to clamp
+        return tuple(splits)
     return tuple(min(max(1, s), c) for s, c in zip(splits, ctx, strict=True))
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 from functools import lru_cache
+from itertools import chain
 from typing import ClassVar
 
 from hwmodels.dtypes import Dtype
@@ -222,24 +223,16 @@ class MlaDecode(KernelKind):
         """Trips of every (sequence, head block, split) workgroup in grid order, for uneven histories."""
         groups = cdiv(self.padded_heads, self.heads_per_workgroup)
         per_context: dict[int, tuple[int, ...]] = {}  # a batch holds few distinct histories
-        out: list[int] = []
-        for context in self.contexts:
-            trips = per_context.get(context)
-            if trips is None:
-                rows = self._split_rows(context)
-                trips = per_context[context] = tuple(
-                    cdiv(min(rows, max(0, context - split * rows)), self.block_n)
-                    for split in range(self.num_splits)) * groups
-            out.extend(trips)
-        return tuple(out)
+        for context in set(self.contexts):
+            rows = self._split_rows(context)
+            per_context[context] = tuple(cdiv(min(rows, max(0, context - split * rows)), self.block_n)
+                                         for split in range(self.num_splits)) * groups
+        return tuple(chain.from_iterable(map(per_context.__getitem__, self.contexts)))
 
     def _merge_trips(self) -> tuple[int, ...]:
         groups = cdiv(self.padded_heads, self.heads_per_workgroup)
         per_context = {c: (cdiv(c, self._split_rows(c)),) * groups for c in set(self.contexts)}
-        out: list[int] = []
-        for c in self.contexts:
-            out.extend(per_context[c])
-        return tuple(out)
+        return tuple(chain.from_iterable(map(per_context.__getitem__, self.contexts)))
 
     def _split_program(self, width: int) -> Program:
         """One (sequence, head block, split) workgroup: block_n latent rows per trip, two stages deep (the trip's

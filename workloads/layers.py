@@ -266,7 +266,9 @@ def _mla_sequence_items(layer: int, batch: Batch, d: Deployment) -> Iterator[Ste
                 # a split kernel never makes more partitions than positions (short contexts use fewer)
                 context = max(1, cdiv(_mean(contexts) + 1, d.dcp))
                 # uneven histories make an irregular grid (each rank holds its DCP share of each history)
-                histories = tuple(max(1, cdiv(c + 1, d.dcp)) for c in contexts) if len(set(contexts)) > 1 else ()
+                distinct = set(contexts)
+                histories = tuple(map({c: max(1, cdiv(c + 1, d.dcp)) for c in distinct}.__getitem__, contexts)
+                                  ) if len(distinct) > 1 else ()
                 splits, backend = o.mla_num_splits, mla_backend(d)
                 if splits == AUTO_SPLITS:
                     splits = auto_mla_splits(backend, d.gpu, histories or (context,) * len(contexts),
