@@ -47,10 +47,11 @@ class Calibration:
     launch_eager_s: float | None = None
     launch_graph_node_s: float | None = None
     # The cycle-level model's curve of a CU's HBM bandwidth against its bytes in flight (hwmodels.cycle_time):
-    # Little's law at `mlp_latency_s` (None: the GPU's pointer-chase DRAM latency), bent by `mlp_smoothness`
-    # into the CU's ceiling.
+    # Little's law at `mlp_latency_s` (None: the GPU's pointer-chase DRAM latency times `mlp_latency_ratio`), bent
+    # by `mlp_smoothness` into the CU's ceiling.
     mlp_smoothness: float = 2.0
     mlp_latency_s: float | None = None
+    mlp_latency_ratio: float = 1.0
     mlp_deep_thread_share: float = 1.0  # of a thread's register loads beyond 32 bytes, the share in flight
     # HBM bandwidth a grid-stride (persistent) loop reaches, over one workgroup per tile's (`Program.grid_stride`)
     grid_stride_efficiency: float = 1.0
@@ -93,6 +94,8 @@ class Calibration:
         _check_efficiency("hbm_saturation_cu_fraction", self.hbm_saturation_cu_fraction)
         if self.mlp_latency_s is not None and not self.mlp_latency_s > 0:
             raise FieldError("mlp_latency_s", f"must be positive, got {self.mlp_latency_s}")
+        if not 1 <= self.mlp_latency_ratio <= 4:
+            raise FieldError("mlp_latency_ratio", f"must be in [1, 4], got {self.mlp_latency_ratio}")
         if not 0 < self.mlp_deep_thread_share <= 1:
             raise FieldError("mlp_deep_thread_share", f"must be in (0, 1], got {self.mlp_deep_thread_share}")
         if not 0 < self.grid_stride_efficiency <= 1:

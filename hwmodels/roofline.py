@@ -193,7 +193,7 @@ def kernel_busy(work: Work, gpu: GPU, calib: Calibration, dispatch: Dispatch | N
             memory_s = max(memory_s, work.program.short_rows_s(gpu, work.workgroups))
         residency = Residency(work.workgroups, -(-work.threads_per_workgroup // gpu.wave_size),
                               occ.workgroups_per_cu)
-        curve = MemoryCurve(calib.mlp_latency_s or gpu.dram_latency_s, calib.mlp_smoothness,
+        curve = MemoryCurve(calib.mlp_latency_s or gpu.dram_latency_s * calib.mlp_latency_ratio, calib.mlp_smoothness,
                             calib.mlp_deep_thread_share)
         program = work.program or default_program(work, gpu)
         completion = completion_s(gpu) if work.write_bytes else 0.0
