@@ -11,8 +11,9 @@ from hypothesis import strategies as st
 
 from hwmodels.calibration import load_calibration
 from hwmodels.dtypes import Dtype
-from hwmodels.roofline import Bound, LaunchMode, kernel_time, roofline_floor_s
+from hwmodels.roofline import Bound, LaunchMode, kernel_busy, kernel_time, roofline_floor_s
 from hwmodels.spec import load_gpu, spec_names
+from hwmodels.specfile import FieldError
 from hwmodels.work import Family, Work
 
 GPUS = [load_gpu(n) for n in spec_names("gpus")]
@@ -166,3 +167,22 @@ def test_counting_more_instructions_is_never_faster(work, gpu, instructions, gro
     more = replace(work, warp_instructions_per_workgroup=instructions * grow)
     assert kernel_time(counted, gpu, calib).time_s >= kernel_time(work, gpu, calib).time_s * (1 - 1e-12)
     assert kernel_time(more, gpu, calib).time_s >= kernel_time(counted, gpu, calib).time_s * (1 - 1e-12)
+
+
+def test_a_gpu_without_a_probe_takes_the_h200s_memory_curve_relative_to_its_own_idle_latency():
+    h200, b200 = load_calibration("h200"), load_calibration("b200")
+    # the H200's fit: a bulk latency of 431.4 ns over its 349.5 ns pointer chase, a bend of 1.155
+    assert h200.mlp_latency_s == pytest.approx(431.4e-9) and h200.mlp_smoothness == pytest.approx(1.155)
+    assert b200.mlp_latency_s is None and b200.mlp_smoothness == h200.mlp_smoothness
+    assert b200.mlp_latency_ratio == pytest.approx(431.4 / 349.5, rel=1e-3)
+    # the ratio lengthens a memory-bound launch's latency path on the B200; the H200's fit ignores it
+    gpu = load_gpu("b200")
+    work = Work(flop_by_dtype={}, read_bytes=64e6, write_bytes=0, workgroups=64, threads_per_workgroup=256,
+                family=Family.COPY)
+    plain = replace(b200, mlp_latency_ratio=1.0)
+    assert kernel_busy(work, gpu, b200).time_s > kernel_busy(work, gpu, plain).time_s
+    assert kernel_busy(work, load_gpu("h200"), replace(h200, mlp_latency_ratio=3.0)).time_s == \
+        kernel_busy(work, load_gpu("h200"), h200).time_s
+    with pytest.raises(FieldError, match=r"must be in \[1, 4\], got 0.5") as raised:
+        replace(b200, mlp_latency_ratio=0.5)
+    assert raised.value.key == "mlp_latency_ratio"
