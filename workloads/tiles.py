@@ -557,6 +557,9 @@ def describe(kernel: KernelKind, gpu: GPU) -> dict[str, Any] | None:
     config = tiles_for(kernel, gpu)
     if config is None:
         return None
+    if isinstance(kernel, MlaDecode) and kernel.lds_reserved:  # an assembly kernel's tile (the engine's AITER)
+        config = aiter_persistent_mla_tiles(gpu, kv_lora=kernel.kv_lora, rope_dim=kernel.rope_dim,
+                                            kv_dtype=kernel.kv_dtype, q_dtype=kernel.q_dtype)
     held = {name: getattr(kernel, name) for name in config.fields}
     out = {**config.as_dict(), **held, "lds_bytes": _lds(kernel)}
     if held != config.fields:

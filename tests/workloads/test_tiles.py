@@ -15,6 +15,7 @@ from workloads.tiles import (
     aiter_persistent_mla_tiles,
     arch_family,
     attention_tiles,
+    describe,
     gemm_tiles,
     mla_decode_tiles,
     moe_gemm_tiles,
@@ -184,6 +185,7 @@ def test_aiter_persistent_mla_on_gfx942_pads_the_query_to_four_positions():
     split, padded = kernel.launches()[0], plain.launches()[0]
     assert split.workgroups == padded.workgroups == 4 * 16
     assert split.program.trip_instructions > 3 * padded.program.trip_instructions
+    assert describe(kernel, mi300x)["why"].startswith("AITER persistent MLA decode")  # not "set by the caller"
     # an fp8 query (gfx950's a8w8 kernel) is not padded: the generic tiles
     mi355x = load_gpu("mi355x")
     assert aiter_persistent_mla_tiles(mi355x, q_dtype=Dtype.FP8) == mla_decode_tiles(mi355x, q_dtype=Dtype.FP8)
