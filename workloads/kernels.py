@@ -48,6 +48,13 @@ def _gemm_lds_bytes(stages: int, tile_m: int, tile_n: int, tile_k: int, dtype: D
 _MMA_ROWS = 16
 
 
+def rescale_flop(values: int, depth: int, group: int) -> int:
+    """FP32 FLOP of a block-scaled matmul's rescaling: `values` accumulator values, each taking one fused
+    multiply-add per `group`-deep slice of its `depth`-deep reduction (the slice's partial product times its
+    row's and column block's scales, added to the accumulator); none without groups (`group` 0)."""
+    return 2 * values * cdiv(depth, group) if group else 0
+
+
 def _gemm_program(depth: int, tile_n: int, tile_k: int, stages: int, dtype: Dtype, row_blocks: int) -> Program:
     """A GEMM tile: k / tile_k trips, each loading its B tile `stages - 1` trips ahead (cp.async or TMA
     pipelines; buffer_load on CDNA) and feeding the accumulators tile_k deep; the matrix rate itself is the
@@ -119,9 +126,14 @@ class Gemm(KernelKind):
     # a split over k sums its fp32 partials in a kernel of its own, launched after the tiles (cuBLAS's
     # splitKreduce_kernel); False: the last split of a tile sums them in the same launch (a fix-up)
     reduce_launch: bool = False
+    # Block-scaled operands (an FP8 checkpoint's 128 x 128 weight blocks and 1 x 128 activation groups, FP32
+    # scales): reduction depth per scale group, whose partial product the kernel rescales into its accumulator on
+    # the vector ALUs (`rescale_flop`, FP32); 0: unscaled or scaled once after the loop (per-tensor)
+    scale_group_k: int = 0
 
     def __post_init__(self) -> None:
-        check_ints(self, ("m", "n", "k", "tile_m", "tile_n", "tile_k", "stages", "threads", "split_k"))
+        check_ints(self, ("m", "n", "k", "tile_m", "tile_n", "tile_k", "stages", "threads", "split_k"),
+                   ("scale_group_k",))
         if isinstance(self.split_tiles, bool) or not isinstance(self.split_tiles, int) or self.split_tiles < 0:
             raise ValueError(f"split_tiles must be a whole number >= 0 (0: every tile), got {self.split_tiles!r}")
         coerce(self, "dtype", Dtype)
@@ -141,14 +153,17 @@ class Gemm(KernelKind):
         rows, cols, depth = min(m, self.tile_m), min(n, self.tile_n), cdiv(k, splits)
         split_values = m * n if not self.split_tiles else min(m * n, self.split_tiles * self.tile_m * self.tile_n)
         partials = 2 * splits * split_values * 4 if splits > 1 else 0
-        figures = _tile_figures(rows, cols, depth, min(self.tile_m, cdiv(m, _MMA_ROWS) * _MMA_ROWS),
-                                cdiv(n, self.tile_n) * splits, self.dtype, self.out_dtype)
+        executed = min(self.tile_m, cdiv(m, _MMA_ROWS) * _MMA_ROWS)
+        figures = _tile_figures(rows, cols, depth, executed, cdiv(n, self.tile_n) * splits, self.dtype,
+                                self.out_dtype)
+        figures["flop_per_workgroup"] += rescale_flop(executed * cols, depth, self.scale_group_k)
         separate = self.reduce_launch and splits > 1
         reads_back = 0.0 if separate else partials / 2
         output = 0.0 if separate else self.out_dtype.storage_bytes(m * n)
+        rescale = rescale_flop(m * n, depth, self.scale_group_k) * splits
         tiles = (
             Work(
-                flop_by_dtype={self.dtype: 2 * m * n * k},
+                flop_by_dtype={self.dtype: 2 * m * n * k, **({Dtype.FP32: rescale} if rescale else {})},
                 read_bytes=self.dtype.storage_bytes(m * k) + self.dtype.storage_bytes(k * n) + reads_back,
                 write_bytes=output + partials / 2,
                 workgroups=cdiv(m, self.tile_m) * cdiv(n, self.tile_n) * splits,
@@ -196,10 +211,11 @@ class MoeGemm(KernelKind):
     # rows routed to each expert when they differ (a skewed router); empty: every one of `experts` gets
     # `tokens_per_expert`. Given, `experts` and `tokens_per_expert` must be its length and its largest.
     rows_by_expert: tuple[int, ...] = ()
+    scale_group_k: int = 0  # block-scaled operands: reduction depth per scale group, as `Gemm.scale_group_k`
 
     def __post_init__(self) -> None:
         check_ints(self, ("experts", "n", "k", "tile_m", "tile_n", "tile_k", "stages", "threads"),
-                    ("tokens_per_expert",))
+                    ("tokens_per_expert", "scale_group_k"))
         coerce(self, "dtype", Dtype)
         coerce(self, "out_dtype", Dtype)
         _check_expert_rows(self)
@@ -215,9 +231,14 @@ class MoeGemm(KernelKind):
         row_tiles = sum(cdiv(r, self.tile_m) for r in active)
         routed = sum(active)
         mean_tiles = row_tiles / len(active) if active else 0.0
+        figures = _tile_figures(min(max(rows), self.tile_m), min(n, self.tile_n), k, self.tile_m,
+                                len(active) * cdiv(n, self.tile_n), self.dtype, self.out_dtype)
+        figures["flop_per_workgroup"] += rescale_flop(self.tile_m * min(n, self.tile_n), k, self.scale_group_k)
+        rescale = rescale_flop(row_tiles * self.tile_m * n, k, self.scale_group_k)
         return (
             Work(
-                flop_by_dtype={self.dtype: 2 * row_tiles * self.tile_m * n * k},
+                flop_by_dtype={self.dtype: 2 * row_tiles * self.tile_m * n * k,
+                               **({Dtype.FP32: rescale} if rescale else {})},
                 read_bytes=self.dtype.storage_bytes(routed * k) + len(active) * self.dtype.storage_bytes(k * n),
                 write_bytes=self.out_dtype.storage_bytes(routed * n),
                 workgroups=row_tiles * cdiv(n, self.tile_n),
@@ -228,8 +249,7 @@ class MoeGemm(KernelKind):
                 family=Family.MOE_GEMM,
                 program=_gemm_program(k, min(n, self.tile_n), self.tile_k, self.stages, self.dtype,
                                       max(1, round(mean_tiles))),
-                **_tile_figures(min(max(rows), self.tile_m), min(n, self.tile_n), k, self.tile_m,
-                                len(active) * cdiv(n, self.tile_n), self.dtype, self.out_dtype),
+                **figures,
             ),
         )
 

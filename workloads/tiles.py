@@ -403,7 +403,7 @@ def moe_gemm_tiles(gpu: GPU, *, tokens_per_expert: int, dtype: Dtype = Dtype.BF1
                    pinned: Mapping[str, int] | None = None) -> TileConfig:
     """tile_m (by tokens per expert), tile_n, tile_k, stages and threads of a `MoeGemm` on `gpu`."""
     return _moe(_limits(gpu), moe_tile_m(tokens_per_expert), Dtype(dtype),
-                tuple(sorted(_pinned(pinned, _GEMM_FIELDS).items())))
+                tuple(sorted(_pinned(pinned, (*_GEMM_FIELDS, "scale_group_k")).items())))
 
 
 @lru_cache(maxsize=1024)
@@ -414,7 +414,12 @@ def _moe(limits: _Limits, tile_m: int, dtype: Dtype, pinned: tuple[tuple[str, in
         kernel = MoeGemm(experts=1, tokens_per_expert=1, n=1, k=1, dtype=dtype, **c)
         return _Fit(_lds(kernel), -(-c["tile_m"] * c["tile_n"] // c["threads"]), c["threads"])
 
-    return _fit(MoeGemm.kind, limits, start, source, dict(pinned), _GEMM_ORDER, measure)
+    held = dict(pinned)
+    fitted = _fit(MoeGemm.kind, limits, start, source, {f: v for f, v in held.items() if f in _GEMM_FIELDS},
+                  _GEMM_ORDER, measure)
+    group, scaled = _scale_group(limits, dtype, held)
+    return dataclasses.replace(fitted, values=(*fitted.values, ("scale_group_k", group)),
+                               why=fitted.why + (f"; {scaled}" if scaled else ""))
 
 
 # ---- a dense GEMM of a given shape, as a BLAS runs it -------------------------------------------------
@@ -427,7 +432,31 @@ MAX_STAGES = 8
 EPILOGUE_LDS_BYTES = 16 * 1024  # assumption: the epilogue's staging buffer that the carveout leaves
 MIN_SPLIT_DEPTH = 256  # k per split at least
 MAX_BALANCE_SPLIT = 4  # splits tried to even out the last wave (stream-K / split-K balancing)
-_SHAPED_FIELDS = (*_GEMM_FIELDS, "split_k", "split_tiles")
+_SHAPED_FIELDS = (*_GEMM_FIELDS, "split_k", "split_tiles", "scale_group_k")
+
+# Block-scaled FP8 on CDNA. Every FP8 checkpoint of the catalog is block-scaled: FP32 scales per 128 x 128 weight
+# block and per 1 x 128 activation group (DeepSeek-V3/R1's quantization_config weight_block_size [128, 128], as
+# Kimi K2's and MiniMax-M2's). CDNA's FP8 matrix instructions take no FP32 scales, so AITER's block-scaled GEMM and
+# fused-MoE kernels rescale each 128-deep slice's partial product into the accumulator with the vector ALUs
+# (`workloads.kernels.rescale_flop`; the loop of aiter/ops/triton/_triton_kernels/gemm/basic/
+# gemm_a8w8_blockscale.py: `accumulator += tl.dot(a, b) * a_scale[:, None] * b_scale[None, :]`), and the time
+# adds to the matrix work: HipKittens' block-wise FP8 GEMM on the MI355X runs at 1,859 TFLOP/s with FP32 scales
+# and 2,298 with power-of-two scales folded into the MFMA (HazyResearch/HipKittens#76), a fifth slower.
+# NVIDIA's block-scaled kernels are left without it: DeepGEMM and CUTLASS's warp-specialized kernels promote
+# the partial sums on the CUDA cores while the other consumer warpgroup's tensor-core work runs, and Blackwell
+# applies the block scales in the tensor-core instruction (assumption: hidden).
+BLOCK_SCALE_GROUP_K = 128
+_BLOCK_SCALED_FAMILIES = (ArchFamily.CDNA3, ArchFamily.CDNA4)
+
+
+def _scale_group(limits: _Limits, dtype: Dtype, held: Mapping[str, int]) -> tuple[int, str]:
+    """(`scale_group_k` of a GEMM of `dtype` on these limits, why): block-scaled FP8 on CDNA, unless held."""
+    if "scale_group_k" in held:
+        return held["scale_group_k"], ""
+    if dtype is Dtype.FP8 and limits.family in _BLOCK_SCALED_FAMILIES:
+        return BLOCK_SCALE_GROUP_K, (f"block-scaled FP8: each {BLOCK_SCALE_GROUP_K}-deep slice rescaled into the "
+                                     "accumulator on the vector ALUs")
+    return 0, ""
 
 
 def gemm_config(gpu: GPU, m: int, n: int, k: int, dtype: Dtype = Dtype.BF16,
@@ -487,10 +516,13 @@ def _gemm_shaped(limits: _Limits, m: int, n: int, k: int, dtype: Dtype,
             # stream-K's region: the last partial wave and one full wave of tiles; the rest data-parallel
             split_tiles = min(output_tiles, output_tiles % limits.compute_units + limits.compute_units)
     kernel = Gemm(m=1, n=1, k=split, dtype=dtype, split_k=split, **tile)
+    group, scaled = _scale_group(limits, dtype, held)
+    if scaled:
+        changed.append(scaled)
     reason = library.why + (f"; {'; '.join(changed)}" if changed else "")
     return TileConfig(Gemm.kind, limits.name, limits.family,
-                      (*tile.items(), ("split_k", split), ("split_tiles", split_tiles)), _lds(kernel),
-                      limits.lds_bytes, -(-tile["tile_m"] * tile["tile_n"] // tile["threads"]), reason)
+                      (*tile.items(), ("split_k", split), ("split_tiles", split_tiles), ("scale_group_k", group)),
+                      _lds(kernel), limits.lds_bytes, -(-tile["tile_m"] * tile["tile_n"] // tile["threads"]), reason)
 
 
 def _split(cus: int, output_tiles: int, k: int) -> tuple[int, str]:

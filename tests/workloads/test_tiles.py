@@ -195,3 +195,55 @@ def test_aiter_persistent_mla_on_gfx942_pads_the_query_to_four_positions():
 def test_mla_decode_lds_reserved_must_not_be_negative():
     with pytest.raises(ValueError, match="lds_reserved must not be negative"):
         MlaDecode(seqs=1, context=64, heads=16, lds_reserved=-1)
+
+
+def test_block_scaled_fp8_is_rescaled_on_cdna_alone_and_a_pin_holds():
+    """Every FP8 checkpoint of the catalog is block-scaled: on CDNA the GEMM and the fused MoE rescale each 128-deep
+    slice's partial product on the vector ALUs (`scale_group_k` 128); NVIDIA's kernels hide it (0), BF16 has none,
+    and a caller's value is held."""
+    from workloads.tiles import BLOCK_SCALE_GROUP_K, blas_gemm, gemm_config
+
+    assert BLOCK_SCALE_GROUP_K == 128
+    for name in ("mi300x", "mi325x", "mi355x"):
+        gpu = load_gpu(name)
+        config = gemm_config(gpu, 4096, 7168, 2048, Dtype.FP8)
+        assert config.fields["scale_group_k"] == 128 and "block-scaled FP8" in config.why
+        assert gemm_config(gpu, 4096, 7168, 2048, Dtype.BF16).fields["scale_group_k"] == 0
+        assert moe_gemm_tiles(gpu, tokens_per_expert=64, dtype=Dtype.FP8).fields["scale_group_k"] == 128
+        assert moe_gemm_tiles(gpu, tokens_per_expert=64, dtype=Dtype.BF16).fields["scale_group_k"] == 0
+        assert gemm_config(gpu, 4096, 7168, 2048, Dtype.FP8, pinned={"scale_group_k": 0}).fields["scale_group_k"] == 0
+        assert moe_gemm_tiles(gpu, tokens_per_expert=64, dtype=Dtype.FP8,
+                              pinned={"scale_group_k": 64}).fields["scale_group_k"] == 64
+    for name in ("h100", "h200", "b200", "b300"):
+        assert blas_gemm(load_gpu(name), 4096, 7168, 2048, Dtype.FP8).scale_group_k == 0
+
+
+def test_the_rescale_is_one_fma_per_value_and_group_and_costs_its_vector_time():
+    """FP32 work of 2 x m x n x ceil(k / 128) per split, timed after the matrix work at the GPU's FP32 vector rate:
+    on the MI355X, whose FP8 matrix rate doubled the MI300X's while its vector rate did not, a compute-bound
+    block-scaled GEMM gains the ratio of the two rates' times (about a fifth), the MI300X about half of that."""
+    from compiled.launch_time import launch_times
+    from hwmodels.calibration import load_calibration
+    from hwmodels.roofline import LaunchMode
+    from hwmodels.work import Family
+    from workloads.kernels import rescale_flop
+
+    m, n, k = 8192, 8192, 8192
+    kernel = Gemm(m=m, n=n, k=k, dtype=Dtype.FP8, tile_m=256, tile_n=256, tile_k=128, split_k=2, scale_group_k=128)
+    (work,) = kernel.launches()
+    assert work.flop_by_dtype[Dtype.FP32] == rescale_flop(m * n, k // 2, 128) * 2 == 2 * m * n * (k // 128)
+    assert Dtype.FP32 not in Gemm(m=m, n=n, k=k, dtype=Dtype.FP8).launches()[0].flop_by_dtype
+    gains = {}
+    for name in ("mi300x", "mi355x"):
+        gpu, calib = load_gpu(name), load_calibration(name)
+        plain = Gemm(m=m, n=n, k=k, dtype=Dtype.FP8, tile_m=256, tile_n=128, tile_k=64)
+        scaled = Gemm(m=m, n=n, k=k, dtype=Dtype.FP8, tile_m=256, tile_n=128, tile_k=64, scale_group_k=128)
+        t_plain, t_scaled = (launch_times(g, gpu, calib, LaunchMode.GRAPH)[0] for g in (plain, scaled))
+        assert t_plain.bound.value == "compute"
+        vector = 2 * m * n * (k // 128) / (gpu.peak_flop_per_s(Dtype.FP32)
+                                           * calib.compute_efficiency_for(Family.GEMM, Dtype.FP32))
+        tiles = (m // 256) * (n // 128)
+        busiest = -(-tiles // gpu.compute_units) * gpu.compute_units / tiles  # the busiest CU's share of the tiles
+        assert t_scaled.compute_s - t_plain.compute_s == pytest.approx(vector * busiest, rel=1e-6)  # added, serial
+        gains[name] = t_scaled.time_s / t_plain.time_s - 1
+    assert 0.15 < gains["mi355x"] < 0.25 and 0.05 < gains["mi300x"] < 0.12
