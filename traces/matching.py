@@ -297,7 +297,10 @@ def kind_of(op: str, shapes: tuple, dtypes: tuple, gpu: GPU) -> KernelKind | Non
     tensors = _tensors(shapes, dtypes)
     if op in GEMM_OPS:
         g = _gemm(op, tensors)
-        return tiles.blas_gemm(gpu, g.m, g.n, g.k, g.dtype)
+        # `torch._scaled_mm` takes one scale per tensor or per row and column, applied once after the loop: no
+        # block-scaled rescale inside it (`tiles.BLOCK_SCALE_GROUP_K`)
+        pinned = {"scale_group_k": 0} if op == "aten::_scaled_mm" else None
+        return tiles.blas_gemm(gpu, g.m, g.n, g.k, g.dtype, pinned)
     if op in ATTENTION_OPS:
         return tiles.with_tiles(_attention(op, tensors), gpu)[0]
     if op in NORM_OPS:

@@ -33,6 +33,16 @@ def _k(name, op=None, shapes=None, dtypes=None, start=0.0, dur=1e-6, kind="kerne
                         dtypes=dtypes, kind=kind)
 
 
+def test_a_traced_scaled_mm_is_not_block_scaled():
+    """`torch._scaled_mm` scales once per tensor or per row and column, after its loop: on CDNA it gets no
+    block-scaled rescale, where the engine's block-scaled FP8 projection of the same shape does."""
+    gpu = load_gpu("mi300x")
+    fp8 = "c10::Float8_e4m3fn"
+    scaled = kind_of("aten::_scaled_mm", ((64, 7168), (7168, 2112)), (fp8, fp8), gpu)
+    assert isinstance(scaled, Gemm) and scaled.dtype.value == "fp8" and scaled.scale_group_k == 0
+    assert tiles.blas_gemm(gpu, 64, 2112, 7168, scaled.dtype).scale_group_k == tiles.BLOCK_SCALE_GROUP_K
+
+
 def test_kinds_of_operators(h200):
     gpu, _ = h200
     g = kind_of("aten::mm", ((8, 5120), (5120, 10240)), (BF, BF), gpu)
