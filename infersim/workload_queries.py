@@ -19,7 +19,7 @@ from simulator.scenario import MAX_TOKENS, TOKENS, Serving, SpecDecode, kernel_o
 from workloads.codecs import Codec
 from workloads.deployment import Deployment, KernelOptions
 from workloads.layers import build_step
-from workloads.memory import plan_memory
+from workloads.memory import plan_memory, weights_bytes_per_gpu
 from workloads.model import load_model, model_names
 from workloads.params import active_matmul_params, count_params
 from workloads.step import Batch, PrefillChunk, parse_shape
@@ -149,6 +149,11 @@ def step_parts(model: str, hw: str, platform: str, tp: int, dcp: int, ep: int, o
         raise ValueError(f"platform {spec.name} holds {spec.gpu} GPUs, not {deployment.gpu.name}")
     if tp > spec.gpus:
         raise ValueError(f"tp={tp} needs more GPUs than {spec.name} has ({spec.gpus})")
+    weights = sum(weights_bytes_per_gpu(deployment).values())
+    if weights > deployment.gpu.memory_total_bytes:  # a step of a deployment that cannot load is no step
+        raise ValueError(f"{deployment.model.name} does not fit on {deployment.gpu.name} at tp={tp}: its weights "
+                         f"take {weights / 1e9:.1f} GB a GPU of the {deployment.gpu.memory_total_bytes / 1e9:.1f} GB "
+                         "it has; raise --tp or lower the precision")
     return StepParts(deployment, build_fabric(spec, deployment.gpu), load_calibration(deployment.gpu.name),
                      quickreduce=Codec.parse(quickreduce) if quickreduce else None)
 

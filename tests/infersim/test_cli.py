@@ -161,6 +161,8 @@ def test_step_prints_families_flop_bytes_and_times(capsys):
       "--option", "kda_verify_tile_cols=200"],
      "--option kda_verify_tile_cols: 200 exceeds kimi-k3's KDA head_dim 128 (valid: 1..128)"),
     (["step", "--model", "kimi-k3", "--hw", "mi355x", "--tp", "8", "--verify", "1x5"], "--verify needs --drafts"),
+    (["step", "--model", "deepseek-r1", "--hw", "h100", "--tp", "1", "--decode", "4x100"],
+     "deepseek-r1 does not fit on h100 at tp=1: its weights take 672.9 GB a GPU"),
 ])
 def test_workload_user_errors(capsys, argv, message):
     assert main(argv) == 2
