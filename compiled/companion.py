@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from compiled.companion_sources import aiter_gemm_config
 from compiled.kernel import Compiled
 from compiled.kernel_code import kernel_code
 from compiled.sass_counts import compiled, cycles_of, has_counts, per_thread, warps_of
@@ -22,7 +23,7 @@ from hwmodels.spec import load_gpu
 from workloads.attention_kernels import MlaDecode
 from workloads.kda_kernels import KdaDecode, KdaPrefill, KdaVerify
 from workloads.kernel_base import KernelKind, cdiv
-from workloads.kernels import Dequantize, Quantize
+from workloads.kernels import Dequantize, Gemm, Quantize
 from workloads.quickreduce_kernels import QrGather, QrReduce, QrScatter
 
 # The companion MLA decode kernel's tiles (companion/kernels/mla_decode.py: BLOCK_H 16 query heads, BLOCK_N
@@ -76,6 +77,20 @@ def _kda_verify_entries(kernel: KdaVerify) -> list[Entry | None] | None:
     return [("kda_recurrent", f"bv={kernel.tile_cols} store={kernel.store_states}", kernel.positions)]
 
 
+# AITER's Triton block-scaled FP8 GEMM as the companion ports it (companion/kernels/aiter_gemm.py): its generic
+# gfx942 configuration's tiles, one scale group a k-step
+AITER_GEMM_TILE = (128, 128, 128)
+
+
+def _aiter_gemm_entries(kernel: Gemm) -> list[Entry | None] | None:
+    """AITER's kernel at its generic configuration: one launch looping once per 128-deep slice of k."""
+    tile = (kernel.tile_m, kernel.tile_n, kernel.tile_k)
+    if (not kernel.aiter_triton or kernel.dtype is not Dtype.FP8 or tile != AITER_GEMM_TILE or kernel.split_k != 1
+            or kernel.scale_group_k != kernel.tile_k or kernel.k % kernel.tile_k):
+        return None
+    return [("aiter_gemm_blockscale", aiter_gemm_config(kernel.m, kernel.n, kernel.k), kernel.k // kernel.tile_k)]
+
+
 def _codec_entries(kernel: Quantize | Dequantize) -> list[Entry | None]:
     name = "triton_dequantize" if isinstance(kernel, Dequantize) else "triton_quantize"  # Dequantize is a Quantize
     return [(name, kernel.codec.value, 0)]
@@ -104,13 +119,20 @@ def _port_kernel(kernel: QrScatter | QrReduce | QrGather, gpu_name: str) -> Comp
 ENTRIES: dict[type, Callable[..., list[Entry | None] | None]] = {
     MlaDecode: _mla_entries, KdaPrefill: _kda_prefill_entries, KdaDecode: _kda_decode_entries,
     KdaVerify: _kda_verify_entries, Quantize: _codec_entries, Dequantize: _codec_entries,
+    Gemm: _aiter_gemm_entries,
 }
+# Kernels whose compiled loop may run several trips of the source loop (LLVM unrolls the AITER GEMM's by 2 on
+# gfx942): the unroll is read off the compiled code (`_unroll`); the others' loops are taken as compiled one to one.
+UNROLLED_KERNELS = ("aiter_gemm_blockscale",)
+# A compiled trip's global bytes per thread this close to a whole multiple (2 or more) of a source trip's is that
+# many trips unrolled (as `compiled.triton_kernel.UNROLL_TOLERANCE`)
+UNROLL_TOLERANCE = 0.1
 
 
 # The warps each companion kernel is launched with where the product kernel does not say otherwise
 # (companion/kernels/: MLA decode 4, the KDA recurrences 4 (FLA's), the KDA prefill 8, the codecs 8).
 DEFAULT_WARPS = {"mla_decode": 4, "kda_recurrent": 4, "kda_intra": 8, "kda_scan": 8, "triton_quantize": 8,
-                 "triton_dequantize": 8}
+                 "triton_dequantize": 8, "aiter_gemm_blockscale": 4}
 
 
 def _with_warps(entries: list[Entry | None], threads: int | None, wave: int) -> list[Entry | None] | None:
@@ -154,10 +176,29 @@ def compiled_kernel(kernel: KernelKind, gpu_name: str) -> Compiled | None:
     entries = _entries(kernel, gpu_name)
     if entries is None:
         return None
-    counts = [(None, None) if e is None else compiled(gpu_name, e[0], e[1], e[2]) for e in entries]
+    works = kernel.launches()
+    unroll = tuple(1 if e is None else _unroll(gpu_name, e, w) for e, w in zip(entries, works, strict=True))
+    counts = [(None, None) if e is None else compiled(gpu_name, e[0], e[1], -(-e[2] // u))
+              for e, u in zip(entries, unroll, strict=True)]
     return Compiled(kernel, tuple(i for i, _ in counts), tuple(r for _, r in counts),
                     tuple(None if e is None else per_thread(gpu_name, e[0], e[1]) for e in entries),
-                    tuple(None if e is None else cycles_of(gpu_name, e[0], e[1]) for e in entries))
+                    tuple(None if e is None else cycles_of(gpu_name, e[0], e[1]) for e in entries),
+                    unroll if any(u > 1 for u in unroll) else ())
+
+
+def _unroll(gpu_name: str, entry: Entry, work) -> int:
+    """Trips of the source loop one trip of the compiled loop runs: the global bytes a thread loads in a compiled
+    trip (`kernel_code`'s `loop_load_bytes`) over what the launch's program loads a trip per thread, when that is
+    a whole multiple of 2 or more; 1 for the kernels not in `UNROLLED_KERNELS` or when the code does not say."""
+    if entry[0] not in UNROLLED_KERNELS or work.program is None or not work.program.trip_load_bytes:
+        return 1
+    moved = kernel_code(gpu_name, entry[0], entry[1]).get("loop_load_bytes")
+    per_thread_trip = work.program.trip_load_bytes / work.threads_per_workgroup
+    if not moved:
+        return 1
+    ratio = moved / per_thread_trip
+    factor = round(ratio)
+    return factor if factor >= 2 and abs(ratio - factor) <= UNROLL_TOLERANCE * factor else 1
 
 
 def compiled_code(kernel: KernelKind, gpu_name: str) -> list[dict]:

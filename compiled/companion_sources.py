@@ -237,6 +237,47 @@ def _probe_case(config: str) -> Case:
                 ("n_tiles",))
 
 
+# AITER's Triton block-scaled FP8 GEMM (companion/kernels/aiter_gemm.py) on gfx942: fnuz FP8 operands (fp8e4b8),
+# fp32 scales, bf16 output. Its integer arguments by what their values give the JIT: the unit strides (A, W and the
+# scales are contiguous along K, C along N) compile as the constant 1; M, N and the scale strides K / 128 and
+# ceil(N / 128) are named in the configuration by class ("1": the constant, "16": a multiple of 16, "any"); K and
+# the strides that are K or N are multiples of 16 whenever K is a multiple of 128 and N of 16.
+_AITER_GEMM = {"a_ptr": "*fp8e4b8", "b_ptr": "*fp8e4b8", "c_ptr": _PTR["bf16"], "a_scale_ptr": _PTR["fp32"],
+               "b_scale_ptr": _PTR["fp32"], "M": "i32", "N": "i32", "K": "i32", "stride_am": "i32",
+               "stride_ak": "constexpr", "stride_bk": "constexpr", "stride_bn": "i32", "stride_cm": "i32",
+               "stride_cn": "constexpr", "stride_ascale_m": "i32", "stride_ascale_k": "constexpr",
+               "stride_bscale_k": "i32", "stride_bscale_n": "constexpr", "GROUP_K": "constexpr",
+               "GROUP_N": "constexpr", "BLOCK_SIZE_M": "constexpr", "BLOCK_SIZE_N": "constexpr",
+               "BLOCK_SIZE_K": "constexpr"}
+_VALUE_OF_CLASS = {"1": 1, "16": 32, "any": 33}  # a representative value of each class
+
+
+def aiter_gemm_config(m: int, n: int, k: int) -> str:
+    """The configuration of the AITER GEMM at an m x n x k shape: the class of each argument the JIT specializes
+    by value (`_AITER_GEMM`)."""
+    def of(value: int) -> str:
+        return "1" if value == 1 else "16" if value % 16 == 0 else "any"
+
+    return f"m={of(m)} n={of(n)} ks={of(k // 128)} ns={of(-(-n // 128))}"
+
+
+def _aiter_gemm_case(config: str) -> Case:
+    gemm, p = _companion("aiter_gemm"), _params(config)
+    sig, values = dict(_AITER_GEMM), {}
+    for arg, key in (("M", "m"), ("N", "n"), ("stride_ascale_m", "ks"), ("stride_bscale_k", "ns")):
+        values[arg] = _VALUE_OF_CLASS[p[key]]
+        if values[arg] == 1:
+            sig[arg] = "constexpr"
+    values.update(K=1024, stride_am=1024, stride_bn=1024, stride_cm=values["N"] if values["N"] % 16 == 0 else 48)
+    constexprs = {"stride_ak": 1, "stride_bk": 1, "stride_cn": 1, "stride_ascale_k": 1, "stride_bscale_n": 1,
+                  "GROUP_K": gemm.GROUP_K, "GROUP_N": gemm.GROUP_N, "BLOCK_SIZE_M": gemm.BLOCK_SIZE_M,
+                  "BLOCK_SIZE_N": gemm.BLOCK_SIZE_N, "BLOCK_SIZE_K": gemm.BLOCK_SIZE_K,
+                  **{arg: 1 for arg, value in values.items() if value == 1}}
+    runtime = {name: kind for name, kind in sig.items() if kind != "constexpr"}
+    aligned = tuple(name for name, kind in runtime.items() if kind == "i32" and values[name] % 16 == 0)
+    return Case(gemm.gemm_a8w8_blockscale_kernel, sig, constexprs, gemm.NUM_WARPS, aligned, gemm.NUM_STAGES)
+
+
 _CASES = {
     "triton_quantize": lambda config: _codec_case("triton_quantize", config),
     "triton_dequantize": lambda config: _codec_case("triton_dequantize", config),
@@ -250,6 +291,7 @@ _CASES = {
     "triton_rmsnorm": lambda config: _norm_case("triton_rmsnorm", config),
     "triton_add_rmsnorm_fused": lambda config: _norm_case("triton_add_rmsnorm_fused", config),
     "probe_tile_work": _probe_case,
+    "aiter_gemm_blockscale": _aiter_gemm_case,
 }
 KERNELS = tuple(_CASES)
 

@@ -28,6 +28,9 @@ class Compiled(KernelKind):
     # and per trip, the global-load round trips it waits for in series, the trip's cycles by warps per
     # scheduler); empty: none given
     cycles: tuple[tuple | None, ...] = ()
+    # per launch: trips of the kernel's source loop that one trip of its compiled loop runs (LLVM's unrolling):
+    # the program's trips shrink and its bytes per trip grow by that factor; empty: one each
+    unroll: tuple[int, ...] = ()
 
     def launches(self) -> tuple[Work, ...]:
         works = self.kernel.launches()
@@ -36,9 +39,14 @@ class Compiled(KernelKind):
                              f"{len(self.registers)} register counts")
         per_thread = self.per_thread or (None,) * len(works)
         cycles = self.cycles or (None,) * len(works)
+        unroll = self.unroll or (1,) * len(works)
         out = []
-        for w, i, r, counts, timed in zip(works, self.warp_instructions, self.registers, per_thread, cycles,
-                                          strict=True):
+        for w, i, r, counts, timed, u in zip(works, self.warp_instructions, self.registers, per_thread, cycles,
+                                             unroll, strict=True):
+            if u > 1 and w.program is not None:
+                p = w.program
+                w = replace(w, program=replace(p, trips=-(-p.trips // u), trip_load_bytes=p.trip_load_bytes * u,
+                                               trip_store_bytes=p.trip_store_bytes * u))
             if r is not None:
                 w = replace(w, warp_instructions_per_workgroup=i, registers_per_thread=r)
             if counts is not None and w.program is not None:

@@ -20,7 +20,8 @@ AUTO_SPLITS = 0  # KernelOptions.mla_num_splits: the backend's heuristic picks (
 SHARED_FUSION = ("auto", "fused", "separate")
 FP8_GEMM_CONFIGS = ("tuned", "generic")
 # AITER's generic gfx942 config of its Triton block-scaled FP8 GEMM (KernelOptions.fp8_gemm_configs)
-AITER_GENERIC_FP8_TILES = {"tile_m": 128, "tile_n": 128, "tile_k": 128, "split_k": 1}
+AITER_GENERIC_FP8_TILES = {"tile_m": 128, "tile_n": 128, "tile_k": 128, "split_k": 1, "stages": 2, "threads": 256,
+                           "aiter_triton": True}
 
 
 @dataclass(frozen=True)

@@ -130,10 +130,16 @@ class Gemm(KernelKind):
     # scales): reduction depth per scale group, whose partial product the kernel rescales into its accumulator on
     # the vector ALUs (`rescale_flop`, FP32); 0: unscaled or scaled once after the loop (per-tensor)
     scale_group_k: int = 0
+    # AITER's Triton block-scaled FP8 GEMM (companion/kernels/aiter_gemm.py, the kernel SGLang runs on ROCm): A's
+    # rows wrap modulo m instead of being masked, so every tile computes and loads all tile_m rows, and each trip
+    # loads its A and B tiles and their scales; timed from its compiled code where that can be had
+    # (`compiled.companion`). False: a vendor library's GEMM.
+    aiter_triton: bool = False
 
     def __post_init__(self) -> None:
         check_ints(self, ("m", "n", "k", "tile_m", "tile_n", "tile_k", "stages", "threads", "split_k"),
                    ("scale_group_k",))
+        check_bool(self, "aiter_triton")
         if isinstance(self.split_tiles, bool) or not isinstance(self.split_tiles, int) or self.split_tiles < 0:
             raise ValueError(f"split_tiles must be a whole number >= 0 (0: every tile), got {self.split_tiles!r}")
         coerce(self, "dtype", Dtype)
@@ -153,7 +159,7 @@ class Gemm(KernelKind):
         rows, cols, depth = min(m, self.tile_m), min(n, self.tile_n), cdiv(k, splits)
         split_values = m * n if not self.split_tiles else min(m * n, self.split_tiles * self.tile_m * self.tile_n)
         partials = 2 * splits * split_values * 4 if splits > 1 else 0
-        executed = min(self.tile_m, cdiv(m, _MMA_ROWS) * _MMA_ROWS)
+        executed = self.tile_m if self.aiter_triton else min(self.tile_m, cdiv(m, _MMA_ROWS) * _MMA_ROWS)
         figures = _tile_figures(rows, cols, depth, executed, cdiv(n, self.tile_n) * splits, self.dtype,
                                 self.out_dtype)
         figures["flop_per_workgroup"] += rescale_flop(executed * cols, depth, self.scale_group_k)
@@ -172,11 +178,26 @@ class Gemm(KernelKind):
                     self.stages, self.tile_m, self.tile_n, self.tile_k, self.dtype
                 ),
                 family=Family.GEMM,
-                program=_gemm_program(depth, cols, self.tile_k, self.stages, self.dtype, cdiv(m, self.tile_m)),
+                program=(self._aiter_program(depth) if self.aiter_triton else
+                         _gemm_program(depth, cols, self.tile_k, self.stages, self.dtype, cdiv(m, self.tile_m))),
                 **figures,
             ),
         )
         return tiles + ((_split_reduce(m * n, splits, self.out_dtype),) if separate else ())
+
+    def _aiter_program(self, depth: int) -> Program:
+        """AITER's loop (companion/kernels/aiter_gemm.py): each trip loads all tile_m rows of A (wrapped), the B
+        tile, and an fp32 scale for each of the tile's rows and columns; the grid reads A, B and the scales from HBM
+        once and the rest of its loads hit L2 (`reuse`: the loads over the bytes)."""
+        group = self.scale_group_k or self.tile_k
+        trip = self.dtype.storage_bytes((self.tile_m + self.tile_n) * self.tile_k) + 4 * (self.tile_m + self.tile_n)
+        trips = cdiv(depth, self.tile_k)
+        tiles = cdiv(self.m, self.tile_m) * cdiv(self.n, self.tile_n) * self.split_k
+        hbm = (self.dtype.storage_bytes((self.m + self.n) * self.k)
+               + 4 * cdiv(self.k, group) * (self.m + cdiv(self.n, group)))
+        return Program(trips=trips, trip_load_bytes=trip, prefetch=max(1, self.stages - 1),
+                       trip_chain=Chain(mma=mma_steps(self.tile_k, self.dtype.bits <= 8)),
+                       reuse=max(1.0, tiles * trips * trip / hbm))
 
 
 def _check_expert_rows(kernel: MoeGemm | GroupedMm) -> None:

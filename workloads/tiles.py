@@ -432,7 +432,7 @@ MAX_STAGES = 8
 EPILOGUE_LDS_BYTES = 16 * 1024  # assumption: the epilogue's staging buffer that the carveout leaves
 MIN_SPLIT_DEPTH = 256  # k per split at least
 MAX_BALANCE_SPLIT = 4  # splits tried to even out the last wave (stream-K / split-K balancing)
-_SHAPED_FIELDS = (*_GEMM_FIELDS, "split_k", "split_tiles", "scale_group_k")
+_SHAPED_FIELDS = (*_GEMM_FIELDS, "split_k", "split_tiles", "scale_group_k", "aiter_triton")
 
 # Block-scaled FP8 on CDNA. Every FP8 checkpoint of the catalog is block-scaled: FP32 scales per 128 x 128 weight
 # block and per 1 x 128 activation group (DeepSeek-V3/R1's quantization_config weight_block_size [128, 128], as
@@ -519,9 +519,13 @@ def _gemm_shaped(limits: _Limits, m: int, n: int, k: int, dtype: Dtype,
     group, scaled = _scale_group(limits, dtype, held)
     if scaled:
         changed.append(scaled)
+    aiter = (("aiter_triton", bool(held["aiter_triton"])),) if "aiter_triton" in held else ()
+    if aiter and aiter[0][1]:
+        changed.append("AITER's Triton block-scaled GEMM")
     reason = library.why + (f"; {'; '.join(changed)}" if changed else "")
     return TileConfig(Gemm.kind, limits.name, limits.family,
-                      (*tile.items(), ("split_k", split), ("split_tiles", split_tiles), ("scale_group_k", group)),
+                      (*tile.items(), ("split_k", split), ("split_tiles", split_tiles), ("scale_group_k", group),
+                       *aiter),
                       _lds(kernel), limits.lds_bytes, -(-tile["tile_m"] * tile["tile_n"] // tile["threads"]), reason)
 
 

@@ -97,3 +97,32 @@ def test_infersim_kernel_reports_the_one_prediction_and_where_its_program_came_f
     assert result["compiled_code"][0]["origin"] == "table" and result["compiled_code"][0]["target"] == "sm_90"
     gemm = {"m": "64", "n": "4096", "k": "4096"}
     assert kernel_query("mi355x", "gemm", gemm, launch="graph")["program"] == "analytic"
+
+
+AITER = dict(n=2112, k=7168, dtype="fp8", tile_m=128, tile_n=128, tile_k=128, split_k=1, stages=2, threads=256,
+             scale_group_k=128, aiter_triton=True)
+
+
+def test_aiter_s_triton_gemm_is_timed_from_its_gfx942_code_with_its_loop_unrolled_as_compiled():
+    """SGLang's block-scaled FP8 GEMM on gfx942 (AITER's generic configuration) is the companion port compiled
+    here: LLVM unrolls its k loop by two, read off the code's bytes a trip, so the program runs half the trips with
+    twice the loads; M only sets the configuration's specialisation (rows wrap modulo M)."""
+    kernel = Gemm(m=64, **AITER)
+    counted = compiled_kernel(kernel, "mi300x")
+    assert isinstance(counted, Compiled) and counted.unroll == (2,)
+    (analytic,), (work,) = kernel.launches(), counted.launches()
+    assert analytic.program.trips == 56 and work.program.trips == 28
+    assert work.program.trip_load_bytes == 2 * analytic.program.trip_load_bytes
+    code = kernel_code("mi300x", "aiter_gemm_blockscale", "m=16 n=16 ks=any ns=any")
+    assert code["target"] == "gfx942" and code["num_warps"] == 4 and work.registers_per_thread == code["registers"]
+    assert code["loop_load_bytes"] == 2 * analytic.program.trip_load_bytes / 256
+    # every row count of a tile is the same code, specialised by M's value alone
+    assert compiled_kernel(Gemm(m=48, **AITER), "mi300x").registers == counted.registers
+    assert kernel_query("mi300x", "gemm", {k: str(v) for k, v in {"m": 64, **AITER}.items()},
+                        launch="graph")["program"] == "compiled"
+
+
+def test_a_vendor_library_gemm_or_another_tile_is_not_aiter_s_kernel():
+    assert compiled_kernel(Gemm(m=64, **{**AITER, "aiter_triton": False}), "mi300x") is None
+    assert compiled_kernel(Gemm(m=64, **{**AITER, "tile_n": 64}), "mi300x") is None  # not the compiled configuration
+    assert compiled_kernel(Gemm(m=64, **{**AITER, "split_k": 2}), "mi300x") is None
