@@ -67,18 +67,49 @@ def _kernel_body(asm: str) -> list[tuple[str, int]]:
     return found[:last + 1]
 
 
-def _sections(asm: str) -> tuple[list[str], list[str], int]:
-    """(prologue, loop body, where the loop enters the prologue's order) of the kernel."""
+def _loops(asm: str) -> tuple[list[tuple[str, int]], list[list[int]]]:
+    """The kernel's body (`_kernel_body`) and its loops as runs of consecutive body indices. One loop, or an
+    unrolled loop and then its remainder: a loop whose trip count is known only at run time comes, once LLVM has
+    unrolled it, as the unrolled loop followed by a loop over the trips left over (its `%.epil` blocks)."""
     body = _kernel_body(asm)
     if any(d > 1 for _, d in body):
         raise ValueError("a nested loop: the AMDGCN reader handles one loop")
     inside = [i for i, (_, d) in enumerate(body) if d == 1]
-    if inside and inside != list(range(inside[0], inside[-1] + 1)):
+    runs: list[list[int]] = []
+    for i in inside:
+        if runs and i == runs[-1][-1] + 1:
+            runs[-1].append(i)
+        else:
+            runs.append([i])
+    if len(runs) > 2 or (len(runs) == 2 and ".epil" not in asm):
         raise ValueError("the loop's blocks are not contiguous: the AMDGCN reader handles one loop")
-    if not inside:
+    return body, runs
+
+
+def _sections(asm: str) -> tuple[list[str], list[str], int]:
+    """(prologue, loop body, where the loop enters the prologue's order) of the kernel. Of an unrolled loop and its
+    remainder (`_loops`) the unrolled one is the loop and the remainder is left out: it runs fewer trips than the
+    unroll, once per workgroup (assumption: a small share of a loop of many trips)."""
+    body, runs = _loops(asm)
+    if not runs:
         return [t for t, _ in body], [], 0
-    return ([t for i, (t, _) in enumerate(body) if i not in set(inside)], [body[i][0] for i in inside],
-            inside[0])
+    loop, looped = runs[0], {i for run in runs for i in run}
+    return [t for i, (t, _) in enumerate(body) if i not in looped], [body[i][0] for i in loop], loop[0]
+
+
+def loop_unroll(asm: str) -> int | None:
+    """Trips of the source loop that one trip of the compiled loop runs, where the code says it: an unrolled loop
+    with a remainder loop (`_loops`) does the remainder's matrix instructions, or else its global loads, that many
+    times over. None without a remainder loop (the bytes a trip moves then say it, `compiled.triton_kernel.unrolled`)
+    or when the two do not divide."""
+    body, runs = _loops(asm)
+    if len(runs) != 2:
+        return None
+    for kind in ("mfma", "global_load"):
+        main, rest = ([body[i][0] for i in run if kind in opcode(body[i][0])] for run in runs)
+        if rest and len(main) % len(rest) == 0 and len(main) // len(rest) >= 2:
+            return len(main) // len(rest)
+    return None
 
 
 # Bytes one lane moves with a global or buffer memory instruction, by its name's width.

@@ -192,7 +192,10 @@ def _unroll(gpu_name: str, entry: Entry, work) -> int:
     a whole multiple of 2 or more; 1 for the kernels not in `UNROLLED_KERNELS` or when the code does not say."""
     if entry[0] not in UNROLLED_KERNELS or work.program is None or not work.program.trip_load_bytes:
         return 1
-    moved = kernel_code(gpu_name, entry[0], entry[1]).get("loop_load_bytes")
+    code = kernel_code(gpu_name, entry[0], entry[1])
+    if code.get("loop_unroll"):  # an unrolled loop and its remainder: the code says the factor itself
+        return code["loop_unroll"]
+    moved = code.get("loop_load_bytes")
     per_thread_trip = work.program.trip_load_bytes / work.threads_per_workgroup
     if not moved:
         return 1

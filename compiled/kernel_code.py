@@ -112,14 +112,18 @@ def _compiled_record(key: str, target: triton_build.Target, kernel: str, config:
     prologue, loop, timeline = _read(build, target)
     if target.backend == "cuda":
         from compiled.sass_code import loop_bytes
+        stated = None
     else:
-        from compiled.amdgcn_code import loop_bytes
+        from compiled.amdgcn_code import loop_bytes, loop_unroll
+        stated = loop_unroll(build.asm)
     moved = loop_bytes(build.asm)
     return {"kernel": kernel, "config": config, "target": target.arch, "num_warps": build.num_warps,
             "registers": build.registers, "shared_bytes": build.shared_bytes, "prologue_instructions": prologue,
             "loop_instructions": loop, "triton": build.triton, "origin": "compiled", "timeline": timeline,
             # global bytes one thread loads in a trip of the compiled loop (None: no loop, or bytes it does not say)
             "loop_load_bytes": None if moved is None else moved[0],
+            # source trips a compiled trip runs, where the code says it (an unrolled loop and its remainder)
+            "loop_unroll": stated,
             **({"agprs": build.agprs, "sgprs": build.sgprs} if target.backend == "hip" else {})}
 
 

@@ -229,6 +229,8 @@ def unrolled(asm: str, target: triton_build.Target, counts: Counts, threads: int
     when they do not say (no loop, bytes the code does not show, no whole multiple)."""
     from compiled import amdgcn_code, sass_code
 
+    if target.backend != "cuda" and (stated := amdgcn_code.loop_unroll(asm)) is not None:
+        return stated  # an unrolled loop and its remainder: the code says the factor itself
     moved = (sass_code.loop_bytes(asm) if target.backend == "cuda" else amdgcn_code.loop_bytes(asm))
     trips = sum(w * t for w, t in zip(counts.weights, counts.trips, strict=True))
     if moved is None or trips <= 0:

@@ -140,6 +140,47 @@ def test_a_loop_the_compiler_unrolled_is_timed_per_compiled_trip(kernels):
     assert found.work.program.trips == 1 and found.work.program.trip_load_bytes == pytest.approx(4 * 1024 * 2)
 
 
+def test_an_unrolled_gfx942_loop_with_its_remainder_loop_is_read_and_the_unroll_is_its_own():
+    """At 16 x 16 tiles and two waves LLVM unrolls AITER's block-scaled GEMM loop by four for gfx942 and follows it
+    with a remainder loop for the trips a runtime K leaves over: the reader takes the unrolled loop (16 MFMAs) and
+    reads the unroll off the two loops' matrix instructions, not off a lane's bytes (each lane loads its own copy of
+    the scales, which would make it five)."""
+    from compiled import amdgcn_code
+
+    k, n, m = 512, 2112, 224
+    scales = {"a_scale_ptr": TensorArg("fp32", (m, k // 128)), "b_scale_ptr": TensorArg("fp32", (k // 128, n // 16))}
+    args = {"a_ptr": TensorArg("fp8e4b8", (m, k)), "b_ptr": TensorArg("fp8e4b8", (n, k)),
+            "c_ptr": TensorArg("bf16", (m, n)), **scales, "M": m, "N": n, "K": k, "stride_am": k, "stride_ak": 1,
+            "stride_bk": 1, "stride_bn": k, "stride_cm": n, "stride_cn": 1, "stride_ascale_m": k // 128,
+            "stride_ascale_k": 1, "stride_bscale_k": n // 16, "stride_bscale_n": 1, "GROUP_K": 128, "GROUP_N": 16,
+            "BLOCK_SIZE_M": 16, "BLOCK_SIZE_N": 16, "BLOCK_SIZE_K": 128}
+    found = triton_launch("companion/kernels/aiter_gemm.py:gemm_a8w8_blockscale_kernel", (1848, 1, 1), args,
+                          load_gpu("mi300x"), num_warps=2, num_stages=2)
+    assert found.counts.trips == [4] * len(found.counts.trips) and found.unroll == 4
+    assert found.work.program.trips == 1 and found.code["target"] == "gfx942"
+    assert found.code["loop_unroll"] == 4
+    build = triton_build.build(*_aiter_case(args), target=triton_build.target_of(load_gpu("mi300x")))
+    main, remainder = (sum("mfma" in amdgcn_code.opcode(line) for line in run_text)
+                       for run_text in _loop_texts(build.asm))
+    assert (main, remainder) == (16, 4)
+
+
+def _aiter_case(args):
+    """The AITER port's build arguments at `args` (the companion's case at its generic config, re-tiled)."""
+    from compiled.companion_sources import _AITER_GEMM, _companion
+
+    constexprs = {name: args[name] for name, kind in _AITER_GEMM.items() if kind == "constexpr"}
+    aligned = tuple(name for name, kind in _AITER_GEMM.items() if kind == "i32" and args[name] % 16 == 0)
+    return (_companion("aiter_gemm").gemm_a8w8_blockscale_kernel, _AITER_GEMM, constexprs, 2, aligned, 2)
+
+
+def _loop_texts(asm):
+    from compiled import amdgcn_code
+
+    body, runs = amdgcn_code._loops(asm)
+    return [[body[i][0] for i in run] for run in runs]
+
+
 def test_bad_input_names_the_problem(kernels, capsys):
     base = ["kernel", "--hw", "h200", "--triton", f"{kernels}:scale_add", "--grid", "4"]
     good = ["--arg", "x=fp32[4096]", "--arg", "y=fp32[4096]", "--arg", "n=4096", "--arg", "alpha=1.0",
