@@ -176,8 +176,10 @@ def compiled_kernel(kernel: KernelKind, gpu_name: str) -> Compiled | None:
     entries = _entries(kernel, gpu_name)
     if entries is None:
         return None
-    works = kernel.launches()
-    unroll = tuple(1 if e is None else _unroll(gpu_name, e, w) for e, w in zip(entries, works, strict=True))
+    unroll = (1,) * len(entries)
+    if any(e is not None and e[0] in UNROLLED_KERNELS for e in entries):
+        unroll = tuple(1 if e is None else _unroll(gpu_name, e, w)
+                       for e, w in zip(entries, kernel.launches(), strict=True))
     counts = [(None, None) if e is None else compiled(gpu_name, e[0], e[1], -(-e[2] // u))
               for e, u in zip(entries, unroll, strict=True)]
     return Compiled(kernel, tuple(i for i, _ in counts), tuple(r for _, r in counts),
