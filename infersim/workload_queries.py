@@ -8,6 +8,7 @@ from enum import Enum
 from functools import lru_cache
 from typing import Any
 
+from compiled.launch_time import ProgramSource, timed_kernel
 from hwmodels.calibration import chosen, load_calibration
 from hwmodels.interconnect import build_fabric
 from hwmodels.spec import load_gpu, load_platform
@@ -168,13 +169,21 @@ def step_query(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, decod
     plan = build_step(batch, parts.deployment)
     families: dict[str, dict[str, float]] = {}
     tiles: dict[str, dict[str, Any]] = {}  # by step item name: the tiled kernels' configurations, first layer's
+    sources: dict[Any, str] = {}  # by kernel: where its launches' programs come from (`compiled.launch_time`)
+    programs = {source.value: 0 for source in ProgramSource}
     for item in plan.kernels:
         if item.name not in tiles and (chosen := describe(item.kernel, parts.deployment.gpu)) is not None:
             tiles[item.name] = chosen
+        source = sources.get(item.kernel)
+        if source is None:
+            source = sources[item.kernel] = timed_kernel(item.kernel, parts.deployment.gpu)[1].value
         for work in item.kernel.launches():  # type: ignore[union-attr]
             row = families.setdefault(work.family.value if work.family else "other",
-                                      {"launches": 0, "flop": 0.0, "bytes": 0.0, "time_s": 0.0})
+                                      {"launches": 0, "compiled_launches": 0, "flop": 0.0, "bytes": 0.0,
+                                       "time_s": 0.0})
             row["launches"] += 1
+            row["compiled_launches"] += source == ProgramSource.COMPILED.value
+            programs[source] += 1
             row["flop"] += work.flop
             row["bytes"] += work.bytes
     for name, seconds in timed.by_family_s.items():
@@ -192,6 +201,8 @@ def step_query(model: str, hw: str, *, tp: int, dcp: int = 1, ep: int = 1, decod
         "tokens": batch.tokens,
         "launch_mode": d.options.launch.value,
         "kernel_launches": timed.kernel_launches,
+        # launches timed from their kernel's compiled code or from their kind's analytic program
+        "programs": programs,
         "flop": sum(r["flop"] for r in families.values()),
         "bytes": sum(r["bytes"] for r in families.values()),
         "kernel_time_s": timed.kernel_s,

@@ -596,6 +596,9 @@ def describe(kernel: KernelKind, gpu: GPU) -> dict[str, Any] | None:
     if isinstance(kernel, MlaDecode) and kernel.lds_reserved:  # an assembly kernel's tile (the engine's AITER)
         config = aiter_persistent_mla_tiles(gpu, kv_lora=kernel.kv_lora, rope_dim=kernel.rope_dim,
                                             kv_dtype=kernel.kv_dtype, q_dtype=kernel.q_dtype)
+    if isinstance(kernel, Gemm) and kernel.aiter_triton:  # AITER's Triton kernel at its configuration's tiles
+        config = gemm_config(gpu, kernel.m, kernel.n, kernel.k, kernel.dtype,
+                             pinned={name: getattr(kernel, name) for name in _SHAPED_FIELDS})
     held = {name: getattr(kernel, name) for name in config.fields}
     out = {**config.as_dict(), **held, "lds_bytes": _lds(kernel)}
     if held != config.fields:

@@ -147,6 +147,23 @@ def test_step_prints_families_flop_bytes_and_times(capsys):
                      "--option", "kda_decode_fused=true", "--option", "dispatcher_copies=false")
     assert fused["kernel_launches"] < result["kernel_launches"] - 69 * 4
     assert fused["kernel_time_s"] < result["kernel_time_s"]
+    # where each launch's program came from: the fused KDA recurrence is the companion kernel, compiled for gfx950
+    for step in (result, fused):
+        assert sum(step["programs"].values()) == step["kernel_launches"]
+        assert step["programs"]["compiled"] == sum(f["compiled_launches"] for f in step["families"].values())
+    assert result["families"]["kda_decode"]["compiled_launches"] == 0
+    assert fused["families"]["kda_decode"]["compiled_launches"] == fused["families"]["kda_decode"]["launches"] > 0
+
+
+def test_step_says_which_gemms_are_timed_from_aiter_s_compiled_kernel(capsys):
+    """SGLang's v0.5.9 ROCm GEMMs (`fp8_gemm_configs: generic`) are AITER's Triton kernel, timed from its gfx942
+    code; the product's own FP8 tiles are not."""
+    argv = ("step", "--model", "deepseek-r1", "--hw", "mi300x", "--tp", "8", "--decode", "4x1500")
+    generic = run_json(capsys, *argv, "--option", "fp8_gemm_configs=generic")
+    tuned = run_json(capsys, *argv)
+    assert generic["families"]["gemm"]["compiled_launches"] > 0 == tuned["families"]["gemm"]["compiled_launches"]
+    assert generic["tiles"]["mla.qkv_a"]["aiter_triton"] is True
+    assert generic["families"]["gemm"]["time_s"] > tuned["families"]["gemm"]["time_s"]
 
 
 @pytest.mark.parametrize(("argv", "message"), [
