@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from compiled.companion_sources import aiter_gemm_config
-from compiled.kernel import Compiled
+from compiled.kernel import Compiled, unroll_of
 from compiled.kernel_code import kernel_code
 from compiled.sass_counts import compiled, cycles_of, has_counts, per_thread, warps_of
 from hwmodels.dtypes import Dtype
@@ -124,9 +124,6 @@ ENTRIES: dict[type, Callable[..., list[Entry | None] | None]] = {
 # Kernels whose compiled loop may run several trips of the source loop (LLVM unrolls the AITER GEMM's by 2 on
 # gfx942): the unroll is read off the compiled code (`_unroll`); the others' loops are taken as compiled one to one.
 UNROLLED_KERNELS = ("aiter_gemm_blockscale",)
-# A compiled trip's global bytes per thread this close to a whole multiple (2 or more) of a source trip's is that
-# many trips unrolled (as `compiled.triton_kernel.UNROLL_TOLERANCE`)
-UNROLL_TOLERANCE = 0.1
 
 
 # The warps each companion kernel is launched with where the product kernel does not say otherwise
@@ -189,21 +186,16 @@ def compiled_kernel(kernel: KernelKind, gpu_name: str) -> Compiled | None:
 
 
 def _unroll(gpu_name: str, entry: Entry, work) -> int:
-    """Trips of the source loop one trip of the compiled loop runs: the global bytes a thread loads in a compiled
-    trip (`kernel_code`'s `loop_load_bytes`) over what the launch's program loads a trip per thread, when that is
-    a whole multiple of 2 or more; 1 for the kernels not in `UNROLLED_KERNELS` or when the code does not say."""
+    """Trips of the source loop one trip of the compiled loop runs: the factor the code states (an unrolled loop and
+    its remainder), else the global bytes a thread loads in a compiled trip (`kernel_code`'s `loop_load_bytes`) over
+    what the launch's program loads a trip per thread (`unroll_of`); 1 for the kernels not in `UNROLLED_KERNELS`."""
     if entry[0] not in UNROLLED_KERNELS or work.program is None or not work.program.trip_load_bytes:
         return 1
     code = kernel_code(gpu_name, entry[0], entry[1])
     if code.get("loop_unroll"):  # an unrolled loop and its remainder: the code says the factor itself
         return code["loop_unroll"]
-    moved = code.get("loop_load_bytes")
-    per_thread_trip = work.program.trip_load_bytes / work.threads_per_workgroup
-    if not moved:
-        return 1
-    ratio = moved / per_thread_trip
-    factor = round(ratio)
-    return factor if factor >= 2 and abs(ratio - factor) <= UNROLL_TOLERANCE * factor else 1
+    return unroll_of(code.get("loop_load_bytes") or 0.0,
+                     work.program.trip_load_bytes / work.threads_per_workgroup)
 
 
 def compiled_code(kernel: KernelKind, gpu_name: str) -> list[dict]:

@@ -61,6 +61,21 @@ class Compiled(KernelKind):
         return tuple(out)
 
 
+# A compiled loop trip whose global bytes per thread are this close to a whole multiple (2 or more) of the source
+# loop's is that many source trips unrolled (an assumption: a looser match would take a partly masked trip for one).
+UNROLL_TOLERANCE = 0.1
+
+
+def unroll_of(compiled_bytes: float, source_bytes: float) -> int:
+    """Source trips one compiled trip runs, from the bytes a thread moves in each: the whole multiple (2 or more)
+    their ratio is within `UNROLL_TOLERANCE` of, else 1."""
+    if compiled_bytes <= 0 or source_bytes <= 0:
+        return 1
+    ratio = compiled_bytes / source_bytes
+    factor = round(ratio)
+    return factor if factor >= 2 and abs(ratio - factor) <= UNROLL_TOLERANCE * factor else 1
+
+
 # A loop trip whose code waits for this share of a DRAM round trip or more on its own global loads is not
 # pipelined (a trip fed a trip ahead waits for none: its loads landed while the previous trip computed); half is
 # the midpoint between the two, an assumption.

@@ -26,7 +26,7 @@ import numpy as np
 
 from compiled import triton_build
 from compiled.companion_sources import Case, load_source
-from compiled.kernel import _timed
+from compiled.kernel import _timed, unroll_of
 from compiled.kernel_code import add_case, kernel_code, why_not
 from compiled.sass_counts import cycles_of
 from compiled.triton_args import TENSOR_DTYPES, TensorArg, TritonKernelError
@@ -217,10 +217,6 @@ def triton_launch(spec: str, grid: tuple[int, int, int], args: Mapping[str, obje
     return TritonLaunch(spec, work, shown, counts, grid, unroll)
 
 
-# A compiled loop trip whose global bytes per thread are this close to a whole multiple (2 or more) of the source
-# loop's is that many source trips unrolled (an assumption: a looser match would take a partly masked trip for one).
-UNROLL_TOLERANCE = 0.1
-
 
 def unrolled(asm: str, target: triton_build.Target, counts: Counts, threads: int) -> int:
     """How many trips of the kernel's source loop one trip of its compiled loop runs: LLVM unrolls short loops
@@ -238,9 +234,7 @@ def unrolled(asm: str, target: triton_build.Target, counts: Counts, threads: int
     for compiled_bytes, source_bytes in zip(moved, (counts.load_in_loop, counts.store_in_loop), strict=True):
         per_thread = source_bytes / trips / threads
         if compiled_bytes > 0 and per_thread > 0:
-            ratio = compiled_bytes / per_thread
-            factor = round(ratio)
-            return factor if factor >= 2 and abs(ratio - factor) <= UNROLL_TOLERANCE * factor else 1
+            return unroll_of(compiled_bytes, per_thread)
     return 1
 
 
