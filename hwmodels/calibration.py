@@ -218,6 +218,13 @@ def load_calibration(gpu_name: str | None = None, path: str | Path | None = None
     return calib if model is calib.cost_model else dataclasses.replace(calib, cost_model=model)
 
 
+def shipped_calibration(gpu_name: str) -> Calibration:
+    """The calibration shipped for a GPU (the default overlaid with `calibrations/<gpu>.yaml`), at the cycle-level
+    model, whatever calibration file or cost model a run chose: what a library's own choices are timed with."""
+    calib = _load_calibration(gpu_name, None)
+    return calib if calib.cost_model is CostModel.CYCLE else dataclasses.replace(calib, cost_model=CostModel.CYCLE)
+
+
 @cache
 def _load_calibration(gpu_name: str | None, path: str | None) -> Calibration:
     raw = read_yaml(CALIBRATION_DIR / f"{DEFAULT}.yaml")

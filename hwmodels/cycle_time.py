@@ -125,13 +125,15 @@ def trip_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus:
     # the CU's own curve (its memory pipeline), capped by its share of what every streaming CU reads at once
     rate = min(loaded_rate(in_flight, curve.latency_s, gpu.cu_bandwidth_bytes_per_s, curve.smoothness), share)
     load = resident * program.trip_load_bytes * stages / rate
+    # a shared operand's lines, read by many CTAs at once, queue at their L2 slices: in series with the transfer
+    shared = program.trip_shared_l2 * gpu.l2_latency_s
     if program.prefetch == 0:
         # the round trips a trip waits for in series beyond its loads' first (`Chain.dram`, `Chain.l2`) are spent
         # while its own bytes arrive: the trip's memory takes the longer of the transfer and that chain
         waits = program.trip_chain.dram * gpu.dram_latency_s + program.trip_chain.l2 * gpu.l2_latency_s
-        memory = max(load, curve.latency_s + waits)
-        return max(memory + latency - waits + store, issue, traffic)
-    return max(latency, issue, load / stages, traffic)
+        memory = max(load, curve.latency_s + waits) + shared
+        return max(memory + latency - waits + store, issue, traffic + shared)
+    return max(latency, issue, load / stages + shared, traffic + shared)
 
 
 def load_s(in_flight_bytes: float, gpu: GPU, curve: MemoryCurve, share_bytes_per_s: float) -> float:

@@ -168,6 +168,10 @@ class Program:
     # falls as fewer SMs stream (`GPU.async_copy_latency_alone`); False: register loads (LDG), which the
     # memory-level-parallelism probe finds the same alone as with every SM streaming
     async_loads: bool = False
+    # L2 round trips each trip's loads wait in series beyond their transfer: many CTAs read the same few lines of a
+    # shared operand at once (a grouped GEMM's rows of A, read by every cluster that runs one of the group's column
+    # tiles) and queue at the L2 slices that hold them; 0: no operand read by many at once
+    trip_shared_l2: float = 0.0
 
     def sector_factor(self, gpu: GPU) -> float:
         """Bytes stored per useful byte of its short rows: whole sectors (`GPU.memory_sector_bytes`) for each, and a
@@ -210,7 +214,7 @@ class Program:
             raise ValueError("trip_counts must not be negative")
         for name in ("trips", "trip_load_bytes", "trip_store_bytes", "trip_instructions", "setup_instructions",
                      "setup_load_bytes", "setup_store_bytes", "row_run_bytes", "fresh_input_bytes",
-                     "store_footprint_bytes"):
+                     "store_footprint_bytes", "trip_shared_l2"):
             value = getattr(self, name)
             if not value >= 0:
                 raise ValueError(f"{name} must be a non-negative number, got {value!r}")

@@ -14,9 +14,9 @@ Three behaviours of vLLM and SGLang decide where a request's time goes beside th
 - **The host's time per eager launch.** For vLLM's compiled model none is published apart from the launch itself,
   so an eager vLLM step pays the GPU spec's eager launch cost (assumption). SGLang's eager DeepSeek-V3 forward
   was measured at 82.6 ms for a prefill of one new token, and at 23.1 ms once that prefill replayed a graph
-  (sgl-project/sglang#12160, the server's "forward cost" log lines): 59.5 ms of host time over the 1,865 kernel
+  (sgl-project/sglang#12160, the server's "forward cost" log lines): 59.5 ms of host time over the 1,804 kernel
   launches and 124 collective calls of that step in this model (`infersim step --model deepseek-v3 --hw h200
-  --tp 8 --prefill 1x1`), 29.9 us a call. The same Python drives SGLang on ROCm, so the figure stands for
+  --tp 8 --prefill 1x1`), 30.9 us a call. The same Python drives SGLang on ROCm, so the figure stands for
   every GPU (assumption).
 - **How often the scheduler takes new requests.** SGLang's `--scheduler-recv-interval N` polls its input socket
   only once its counter reaches N; a decode step adds 1 and any other step 1,000, so while decoding new requests
@@ -55,9 +55,9 @@ from simulator.cost.cycle import LaunchPolicy  # the cost layer applies it; this
 from workloads.attention_backends import ENGINES
 
 # sgl-project/sglang#12160: DeepSeek-V3's eager forward of one new token 82.6 ms, 23.1 ms as a graph; the 59.5 ms
-# between them over the 1,865 kernel launches and 124 collective calls of that step
+# between them over the 1,804 kernel launches and 124 collective calls of that step
 # (tests/simulator/test_engine_profiles.py holds the count)
-SGLANG_EAGER_FORWARD_S, SGLANG_GRAPH_FORWARD_S, SGLANG_PROBE_LAUNCHES = 82.6e-3, 23.1e-3, 1865 + 124
+SGLANG_EAGER_FORWARD_S, SGLANG_GRAPH_FORWARD_S, SGLANG_PROBE_LAUNCHES = 82.6e-3, 23.1e-3, 1804 + 124
 SGLANG_EAGER_LAUNCH_HOST_S = (SGLANG_EAGER_FORWARD_S - SGLANG_GRAPH_FORWARD_S) / SGLANG_PROBE_LAUNCHES
 
 # The serving front end (module docstring): tenstorrent/tt-inference-server#3560, SGLang's median TTFT of a

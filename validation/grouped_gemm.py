@@ -11,8 +11,13 @@ the grouped probe (`python -m companion.bench probes --only grouped`, validation
   (`tail1`) over the 66 alone (`few1`), per empty group: after its last tile each CTA reads the remaining groups'
   problem sizes to the end of the list.
 
-Test data for both is the `moe` suite's `torch_grouped_mm` rows (the catalog's expert GEMMs), never fitted.
-`python -m validation.grouped_gemm h200` prints both.
+- A group's rows of A read by many clusters at once (`workloads.kernels.GROUPED_SHARED_A_ROUND_TRIPS`): the wide
+  layouts (`wide1t`, `wide{C}x{r}`: about 1,023 cluster tiles as groups of C column tiles and r rows) over
+  `distinct1t` (the same bytes as one-column-tile groups) at the same k, per trip of one CTA's tile, in the GPU's
+  idle L2 round trips, over `grouped_shared_a_round_trips`' readers term; median over the layouts and k.
+
+Test data for all of them is the `moe` suite's `torch_grouped_mm` rows (the catalog's expert GEMMs), never fitted.
+`python -m validation.grouped_gemm h200` prints them.
 """
 
 from __future__ import annotations
@@ -50,6 +55,45 @@ def scan_s(gpu_name: str) -> float:
     return _extra_s(gpu_name, "tail1", "few1", lambda row: int(row["groups"]) - int(row["active_groups"]))
 
 
+def _wide(row: dict[str, str]) -> tuple[int, int] | None:
+    """(column tiles a group, rows a group) of a wide layout's row; None for the others."""
+    from workloads.kernels import GROUPED_SMALL_TILE
+
+    if not row["layout"].startswith("wide"):
+        return None
+    return -(-int(row["n"]) // GROUPED_SMALL_TILE[1]), int(row["rows_per_group"])
+
+
+def shared_a_trip_s(gpu_name: str) -> list[tuple[str, int, float]]:
+    """(layout, k, seconds) a trip of one CTA's tile takes in each wide layout beyond `distinct1t` at the same k.
+    The probe's `s_per_tile_per_sm` counts a cluster tile (two CTAs, on two SMs) as one tile a SM, so a CTA's tile
+    takes half of it; a tile makes k / tile_k trips."""
+    from workloads.kernels import GROUPED_SMALL_TILE
+
+    by = {(r["layout"], r["k"]): r for r in _rows(gpu_name)}
+    out = []
+    for (layout, k), row in sorted(by.items()):
+        narrow = by.get(("distinct1t", k))
+        if _wide(row) is None or narrow is None:
+            continue
+        extra = (float(row["s_per_tile_per_sm"]) - float(narrow["s_per_tile_per_sm"])) / 2
+        out.append((layout, int(k), extra / (int(k) / GROUPED_SMALL_TILE[2])))
+    return out
+
+
+def shared_a_round_trips(gpu_name: str) -> float:
+    """`GROUPED_SHARED_A_ROUND_TRIPS`: the median over the wide layouts and k of `shared_a_trip_s` in idle L2 round
+    trips, over the readers term of `grouped_shared_a_round_trips` at that layout's column tiles and rows."""
+    from hwmodels.spec import load_gpu
+    from workloads.kernels import GROUPED_SHARED_A_ROUND_TRIPS, grouped_shared_a_round_trips
+
+    l2 = load_gpu(gpu_name).l2_latency_s
+    by_layout = {r["layout"]: _wide(r) for r in _rows(gpu_name) if _wide(r)}
+    return statistics.median(
+        trip / l2 / (grouped_shared_a_round_trips(*by_layout[layout]) / GROUPED_SHARED_A_ROUND_TRIPS)
+        for layout, _, trip in shared_a_trip_s(gpu_name))
+
+
 def switch_round_trips(gpu_name: str) -> float:
     """`switch_s` in the GPU's idle DRAM round trips (the latency the model prices a chain's round trips at)."""
     from hwmodels.spec import load_gpu
@@ -79,3 +123,6 @@ if __name__ == "__main__":
     print(f"switch: {switch_s(name) * 1e6:.3f} us a tile, {switch_round_trips(name):.2f} DRAM round trips")
     print(f"library_grouped_setup_us: {setup_s(name) * 1e6:.3f}")
     print(f"library_grouped_scan_ns: {scan_s(name) * 1e9:.2f}")
+    print(f"shared A: {shared_a_round_trips(name):.3f} L2 round trips x sqrt(readers - 1) / rows a trip")
+    for layout, k, trip in shared_a_trip_s(name):
+        print(f"  {layout:10} k={k:5}: {trip * 1e6:6.3f} us a trip beyond distinct1t")

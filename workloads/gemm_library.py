@@ -11,8 +11,9 @@ tile mispredicts mid-size and large GEMMs.
 catalog's dense projections at 1 to 16,384 tokens, bf16 and fp8), derived by `derive` from the profiler's kernel
 names and grids (`validation/data/h200/library/gemm_choices.csv`, recorded by `python -m companion.bench gemm-choices`;
 regenerate with `python -m workloads.gemm_library validation/data/h200/library/gemm_choices.csv`). No time is in it.
-`choice` gives, for any shape on a Hopper GPU, the choice recorded for the nearest shape (log-distance, tokens
-weighted most: the tile follows them). Other GPUs have no recorded choices and keep the tile policy of
+`choices` gives, for any shape on a Hopper GPU, the choice recorded for it, or those recorded for the nearest
+shapes (log-distance, tokens weighted most: the tile follows them), among which `workloads.tiles.gemm_config` takes
+the one the model times fastest. Other GPUs have no recorded choices and keep the tile policy of
 `workloads.tiles.gemm_config`.
 """
 
@@ -88,27 +89,61 @@ def _family(dtype: Dtype) -> str | None:
     return {Dtype.BF16: "bf16", Dtype.FP16: "bf16", Dtype.FP8: "fp8"}.get(dtype)
 
 
-def choice(m: int, n: int, k: int, dtype: Dtype) -> tuple[dict[str, int | bool], str] | None:
-    """The tile fields (tile_m, tile_n, tile_k, stages, threads, split_k, reduce_launch) cuBLAS picked for the
-    recorded shape nearest to m x n x k, and why; None for a datatype it was not recorded for."""
+# Recorded shapes an unrecorded one chooses among (`choices`): those within this many log2 units of the nearest
+# (distance as `TOKEN_WEIGHT` counts it), at most `NEIGHBOURS` of them. Assumption, not fitted to any time: cuBLAS's
+# heuristic picks a kernel that suits the shape, and the nearest recorded shape's kernel may not (a tile that
+# filled the GPU for 18,432 columns leaves it a third full at 7,168), so the product takes the neighbours' kernels
+# that the model times fastest for the shape (`workloads.tiles.gemm_config`).
+NEIGHBOUR_SPAN = 2.0
+NEIGHBOURS = 8
+
+
+def _fields(near: dict, k: int) -> dict[str, int | bool]:
+    """A recorded choice's tile fields for a GEMM of depth k."""
+    fields: dict[str, int | bool] = {f: near[f] for f in ("tile_m", "tile_n", "tile_k", "stages")}
+    fields["threads"] = THREADS
+    # the recorded split's depth per split kept: a shallower k splits fewer ways, never more than recorded
+    fields["split_k"] = max(1, min(near["split_k"], round(k * near["split_k"] / near["k"]), k // near["tile_k"]))
+    # every recorded split over k was summed by a splitKreduce_kernel launched after the tiles
+    fields["reduce_launch"] = fields["split_k"] > 1
+    return fields
+
+
+def _why(near: dict, what: str) -> str:
+    return (f"{LIBRARY}'s choice for {near['m']}x{near['n']}x{near['k']} {near['dtype']}, {what}: {near['kernel']}"
+            + (f", split over k {near['split_k']} ways" if near["split_k"] > 1 else ""))
+
+
+def choices(m: int, n: int, k: int, dtype: Dtype) -> list[tuple[dict[str, int | bool], str]]:
+    """The tile fields (tile_m, tile_n, tile_k, stages, threads, split_k, reduce_launch) cuBLAS picked for m x n x k
+    where that shape was recorded (one choice), else those it picked for the nearest recorded shapes
+    (`NEIGHBOUR_SPAN`, `NEIGHBOURS`; one per distinct kernel), nearest first, each with why; none for a datatype
+    it was not recorded for."""
     rows = _table().get(_family(dtype) or "", [])
     if not rows:
-        return None
+        return []
 
     def distance(r: dict) -> float:
         return (TOKEN_WEIGHT * abs(math.log2(r["m"] / m)) + abs(math.log2(r["n"] / n))
                 + abs(math.log2(r["k"] / k)))
 
-    near = min(rows, key=distance)
-    fields = {f: near[f] for f in ("tile_m", "tile_n", "tile_k", "stages")}
-    fields["threads"] = THREADS
-    # the recorded split's depth per split kept: a shallower k splits fewer ways, never more than recorded
-    fields["split_k"] = max(1, min(near["split_k"], round(k * near["split_k"] / near["k"]), k // fields["tile_k"]))
-    # every recorded split over k was summed by a splitKreduce_kernel launched after the tiles
-    fields["reduce_launch"] = fields["split_k"] > 1
-    why = (f"{LIBRARY}'s choice for {near['m']}x{near['n']}x{near['k']} {near['dtype']}, the nearest recorded "
-           f"shape: {near['kernel']}" + (f", split over k {near['split_k']} ways" if near["split_k"] > 1 else ""))
-    return fields, why
+    ranked = sorted(rows, key=distance)
+    if distance(ranked[0]) == 0.0:
+        return [(_fields(ranked[0], k), _why(ranked[0], "this shape"))]
+    span = distance(ranked[0]) + NEIGHBOUR_SPAN
+    out: dict[tuple, tuple[dict[str, int | bool], str]] = {}
+    for near in ranked[:NEIGHBOURS]:
+        if distance(near) > span:
+            break
+        fields = _fields(near, k)
+        out.setdefault(tuple(fields.items()), (fields, _why(near, "a recorded shape near this one")))
+    return list(out.values())
+
+
+def choice(m: int, n: int, k: int, dtype: Dtype) -> tuple[dict[str, int | bool], str] | None:
+    """The nearest of `choices` (the recorded shape's own where it was recorded); None without a record."""
+    found = choices(m, n, k, dtype)
+    return found[0] if found else None
 
 
 def main(argv: list[str]) -> int:

@@ -7,6 +7,7 @@ arithmetic under FP32; bytes are HBM bytes, each input read and each output writ
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
@@ -289,11 +290,33 @@ _GROUPED_PREP_BYTES = 60  # written per group by the preparation kernel; it read
 # two on the 132 SMs of an H100 SXM or H200 (the Hopper path this kind models)
 GROUPED_GRID_CLUSTERS = 66
 # A CTA whose next tile is another group's rewrites its TMA descriptors in global memory and fences them before
-# that tile's first load. The grouped probe measured 1.01 us a switch on one H200 (median over k = 128-2048 of the
+# that tile's first load. The grouped probe measured 1.03 us a switch on one H200 (median over k = 128-2048 of the
 # extra time of 1,023 one-cluster groups over one group of the same tiles, per tile a SM:
-# validation/data/h200/probe_grouped.csv, `validation.grouped_gemm.switch_s`), 2.90 times its idle DRAM round
+# validation/data/h200/probe_grouped.csv, `validation.grouped_gemm.switch_s`), 2.95 times its idle DRAM round
 # trip (349.5 ns, probe_latency.csv): counted as that many round trips in each switching tile's set-up.
-GROUPED_SWITCH_ROUND_TRIPS = 2.90
+GROUPED_SWITCH_ROUND_TRIPS = 2.95
+# A group's rows of A are read by every cluster that runs one of the group's column tiles, each k-step, and the
+# persistent grid hands consecutive tiles (a group's column tiles in turn) to its clusters, so min(C, 66) clusters
+# read the same lines at once and queue at the L2 slices that hold them. The grouped probe's wide layouts (about
+# 1,023 cluster tiles as groups of C = 2 to 56 column tiles and 1 to 32 rows, each group its own [n, k] weights,
+# validation/data/h200/probe_grouped.csv) take longer than the same bytes as one-column-tile groups
+# (`distinct1t`) by a time per trip that grows with C and falls with the rows: counted as
+# GROUPED_SHARED_A_ROUND_TRIPS x sqrt(readers - 1) / rows idle L2 round trips (142.7 ns) a trip
+# (`grouped_shared_a_round_trips`). The constant is the median over those layouts and k of the extra time per trip
+# in that unit (`validation.grouped_gemm.shared_a_round_trips`). The square root and the 1 / rows are assumptions:
+# the simplest forms that follow the probe's two sweeps (readers 1 to 55: 0.02 to 0.20 us a trip; rows 1, 2, 8:
+# 0.15, 0.09, 0.02 us at 24 readers); the Nsight Compute profiles of `wide1t` found the busiest L2 slice serving
+# 1.22 times the mean slice's reads against 1.04 in the one-tile layout, and the same DRAM bytes.
+GROUPED_SHARED_A_ROUND_TRIPS = 0.195
+
+
+def grouped_shared_a_round_trips(column_tiles: int, rows: float) -> float:
+    """Idle L2 round trips one trip of a grouped GEMM's tile waits for its group's rows of A, when `column_tiles`
+    clusters' tiles read the same `rows` rows (see `GROUPED_SHARED_A_ROUND_TRIPS`); 0 for one reader."""
+    readers = min(column_tiles, GROUPED_GRID_CLUSTERS)
+    if readers <= 1:
+        return 0.0
+    return GROUPED_SHARED_A_ROUND_TRIPS * math.sqrt(readers - 1) / max(1.0, rows)
 
 
 @dataclass(frozen=True)
@@ -357,7 +380,8 @@ class GroupedMm(KernelKind):
         routed = sum(active)
         program = _gemm_program(self.k, min(self.n, tile_n), tile_k, GROUPED_STAGES, dtype,
                                 max(1, round(row_tiles / len(active))))
-        program = replace(program, setup_chain=Chain(dram=self.switch_share() * GROUPED_SWITCH_ROUND_TRIPS))
+        program = replace(program, setup_chain=Chain(dram=self.switch_share() * GROUPED_SWITCH_ROUND_TRIPS),
+                          trip_shared_l2=grouped_shared_a_round_trips(col_tiles, min(routed / len(active), tile_m)))
         gemm = Work(
             flop_by_dtype={dtype: 2.0 * row_tiles * tile_m * self.n * self.k},
             read_bytes=dtype.storage_bytes(routed * self.k) + len(active) * dtype.storage_bytes(self.k * self.n),

@@ -97,10 +97,12 @@ def _limits(gpu: GPU) -> _Limits:
     found = _LIMITS.get(id(gpu))
     if found is None or found[0] is not gpu:
         found = _LIMITS[id(gpu)] = (gpu, _read_limits(gpu))
+        _GPU_OF.setdefault(found[1], gpu)
     return found[1]
 
 
 _LIMITS: dict[int, tuple[GPU, _Limits]] = {}  # by GPU object, held so that its id is not reused
+_GPU_OF: dict[_Limits, GPU] = {}  # a GPU of those limits, for the choices that time their candidates
 
 
 def _read_limits(gpu: GPU) -> _Limits:
@@ -459,6 +461,28 @@ def _scale_group(limits: _Limits, dtype: Dtype, held: Mapping[str, int]) -> tupl
     return 0, ""
 
 
+def _fastest(limits: _Limits, m: int, n: int, k: int, dtype: Dtype,
+             candidates: list[tuple[dict[str, int | bool], str]]) -> tuple[dict[str, int | bool], str]:
+    """The candidate the model times fastest for m x n x k on the GPU: its launches' busy time at the GPU's own
+    calibration and the cycle-level model, each launch a graph node (the library picks its kernel for the shape,
+    whatever the user's calibration)."""
+    from hwmodels.calibration import shipped_calibration
+    from hwmodels.roofline import LaunchMode, kernel_busy, launch_overhead_s
+
+    gpu = _GPU_OF[limits]
+    calib = shipped_calibration(gpu.name)
+    node_s = launch_overhead_s(gpu, calib, LaunchMode.GRAPH)
+
+    def time_s(fields: dict[str, int | bool]) -> float:
+        gemm = Gemm(m=m, n=n, k=k, dtype=dtype, split_tiles=0, **fields)
+        return sum(kernel_busy(work, gpu, calib).time_s + node_s for work in gemm.launches())
+
+    timed = [(time_s(fields), i) for i, (fields, _) in enumerate(candidates)]
+    _, best = min(timed)
+    fields, why = candidates[best]
+    return fields, f"{why}; the fastest for this shape of the {len(candidates)} kernels recorded near it"
+
+
 def gemm_config(gpu: GPU, m: int, n: int, k: int, dtype: Dtype = Dtype.BF16,
                 pinned: Mapping[str, int] | None = None) -> TileConfig:
     """The tiles, stages and split of a dense m x n x k GEMM on `gpu`: the one policy every command uses
@@ -486,9 +510,9 @@ def gemm_config(gpu: GPU, m: int, n: int, k: int, dtype: Dtype = Dtype.BF16,
 def _gemm_shaped(limits: _Limits, m: int, n: int, k: int, dtype: Dtype,
                  pinned: tuple[tuple[str, int], ...]) -> TileConfig:
     held = dict(pinned)
-    recorded = gemm_library.choice(m, n, k, dtype) if limits.family is ArchFamily.HOPPER and not held else None
-    if recorded is not None:  # what the vendor library was seen to pick for the nearest shape
-        fields, why = recorded
+    recorded = gemm_library.choices(m, n, k, dtype) if limits.family is ArchFamily.HOPPER and not held else []
+    if recorded:  # what the vendor library was seen to pick for this shape, or the fastest of its neighbours'
+        fields, why = recorded[0] if len(recorded) == 1 else _fastest(limits, m, n, k, dtype, recorded)
         kernel = Gemm(m=1, n=1, k=fields["split_k"], dtype=dtype, **fields)
         return TileConfig(Gemm.kind, limits.name, limits.family, (*fields.items(), ("split_tiles", 0)),
                           _lds(kernel), limits.lds_bytes, -(-fields["tile_m"] * fields["tile_n"] // fields["threads"]),

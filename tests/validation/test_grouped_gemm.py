@@ -5,13 +5,46 @@ from __future__ import annotations
 import pytest
 
 from hwmodels.calibration import load_calibration
-from validation.grouped_gemm import scan_s, setup_s, switch_round_trips, switch_s
-from workloads.kernels import GROUPED_SWITCH_ROUND_TRIPS
+from validation.grouped_gemm import (
+    scan_s,
+    setup_s,
+    shared_a_round_trips,
+    shared_a_trip_s,
+    switch_round_trips,
+    switch_s,
+)
+from workloads.kernels import GROUPED_SHARED_A_ROUND_TRIPS, GROUPED_SWITCH_ROUND_TRIPS
 
 
 def test_the_switch_cost_is_the_probes():
     assert 0.5e-6 < switch_s("h200") < 2e-6
     assert pytest.approx(switch_round_trips("h200"), abs=0.005) == GROUPED_SWITCH_ROUND_TRIPS
+
+
+def test_the_shared_a_queue_is_the_wide_layouts_median():
+    assert pytest.approx(shared_a_round_trips("h200"), abs=0.0005) == GROUPED_SHARED_A_ROUND_TRIPS
+    trips = {(layout, k): s for layout, k, s in shared_a_trip_s("h200")}
+    assert len(trips) == 24  # eight wide layouts at k = 512, 1,024 and 2,048
+    # the extra time grows with the clusters that read one group's row and falls with its rows
+    assert trips[("wide2x1", 2048)] < trips[("wide8x1", 2048)] < trips[("wide1t", 2048)] < trips[("wide56x1", 2048)]
+    assert trips[("wide24x8", 1024)] < trips[("wide24x2", 1024)] < trips[("wide1t", 1024)]
+
+
+def test_a_grouped_gemm_of_wide_groups_waits_for_its_shared_rows():
+    """The same bytes as 43 groups of 24 column tiles take longer than as 1,023 groups of one, by the shared rows'
+    queue; the model priced the two alike before."""
+    from compiled.launch_time import launch_times
+    from hwmodels.roofline import LaunchMode
+    from hwmodels.spec import load_gpu
+    from workloads.kernels import GroupedMm
+
+    gpu, calib = load_gpu("h200"), load_calibration("h200")
+    narrow = GroupedMm(experts=1023, tokens_per_expert=1, n=128, k=1024)
+    wide = GroupedMm(experts=43, tokens_per_expert=1, n=3072, k=1024)
+    programs = [launch_times(g, gpu, calib, LaunchMode.GRAPH)[-1].time_s for g in (narrow, wide)]
+    assert programs[1] > 1.1 * programs[0]
+    assert wide.launches()[-1].program.trip_shared_l2 == pytest.approx(GROUPED_SHARED_A_ROUND_TRIPS * 23**0.5)
+    assert narrow.launches()[-1].program.trip_shared_l2 == 0.0
 
 
 def test_the_set_up_is_the_one_tile_calls_excess_over_the_model():

@@ -172,6 +172,34 @@ def test_on_hopper_the_gemm_takes_the_library_choice_recorded_for_the_nearest_sh
     assert "nvjet" not in pinned.why and pinned.fields["tile_m"] == 128  # a pinned field keeps the tile policy
 
 
+def test_an_unrecorded_shape_takes_the_fastest_of_its_neighbours_kernels():
+    """3 x 7,168 x 8,448 was not recorded. Its nearest recorded shape (3 x 18,432 x 7,168) ran a 192-column tile,
+    which gives 7,168 columns 38 tiles on 132 SMs; among the kernels recorded near it the model times one that fills
+    the GPU faster, and says so. A recorded shape keeps its own kernel."""
+    from compiled.launch_time import launch_times
+    from hwmodels.calibration import load_calibration
+    from hwmodels.roofline import LaunchMode
+    from hwmodels.spec import load_gpu
+    from workloads import gemm_library
+    from workloads.kernels import Gemm
+    from workloads.tiles import gemm_config
+
+    h200, calib = load_gpu("h200"), load_calibration("h200")
+    candidates = gemm_library.choices(3, 7168, 8448, Dtype.BF16)
+    assert len(candidates) > 1 and candidates[0][0]["tile_n"] == 192
+
+    def time_s(fields: dict) -> float:
+        gemm = Gemm(m=3, n=7168, k=8448, **{**fields, "split_tiles": 0})
+        return sum(t.time_s for t in launch_times(gemm, h200, calib, LaunchMode.GRAPH))
+
+    config = gemm_config(h200, 3, 7168, 8448)
+    assert config.fields["tile_n"] < 192 and "fastest" in config.why
+    assert time_s(config.fields) == min(time_s(fields) for fields, _ in candidates) < time_s(candidates[0][0])
+    recorded = gemm_library.choices(4, 7168, 8192, Dtype.BF16)
+    assert len(recorded) == 1 and "this shape" in recorded[0][1]
+    assert gemm_config(h200, 4, 7168, 8192).why == recorded[0][1]
+
+
 def test_aiter_persistent_mla_on_gfx942_pads_the_query_to_four_positions():
     # bf16 query: mla_a16w8_qh16_m16x4_n16x1_ps, 64 query rows by 16 latent rows a step, all 64 KiB of LDS
     mi300x = load_gpu("mi300x")
