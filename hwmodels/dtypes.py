@@ -20,6 +20,10 @@ class Dtype(Enum):
     NVFP4 = "nvfp4"
     INT8 = "int8"
 
+    # members are singletons compared by identity: hash them by identity too (Enum's own hash hashes the name, in
+    # Python, and the serving loop hashes datatypes in every table it reads)
+    __hash__ = object.__hash__
+
     @property
     def bits(self) -> int:
         """Storage bits per value, scales excluded."""

@@ -220,8 +220,10 @@ def kernel_busy(work: Work, gpu: GPU, calib: Calibration, dispatch: Dispatch | N
         setup_s = calib.library_gemm_setup_s
     elif cycle and work.grouped_library:
         setup_s = calib.library_grouped_setup_s + work.grouped_tail_groups * calib.library_grouped_scan_s
-    busy_s = max(max(compute_s, memory_s, latency_s) * calib.time_scale_for(work.family, bound.value) + setup_s,
-                 floor_s)
+    # programs that exit at once, launched after the real ones, are handed to the CUs at the dispatcher's rate
+    exiting_s = -(-work.exiting_workgroups // cus) * gpu.workgroup_dispatch_s
+    busy_s = max(max(compute_s, memory_s, latency_s) * calib.time_scale_for(work.family, bound.value) + setup_s
+                 + exiting_s, floor_s)
     return KernelTime(
         time_s=busy_s,
         compute_s=compute_s,

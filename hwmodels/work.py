@@ -26,6 +26,8 @@ class Family(Enum):
     COPY = "copy"
     CODEC = "codec"
 
+    __hash__ = object.__hash__  # identity, as `Dtype`'s: members are singletons
+
 
 @dataclass(frozen=True)
 class Work:
@@ -68,6 +70,10 @@ class Work:
     # empty groups after the last that holds rows, which each of its CTAs walks after its last tile
     # (`Calibration.library_grouped_scan_s` each)
     grouped_tail_groups: int = 0
+    # Programs launched beyond `workgroups` that exit at their first instruction (a grid sized for the worst case:
+    # vLLM's fused-MoE kernel launches row tiles for the worst padding of any routing); the dispatcher hands each
+    # to a CU after the real ones (`GPU.workgroup_dispatch_s` a program a CU)
+    exiting_workgroups: int = 0
 
     def __post_init__(self) -> None:
         if not isinstance(self.flop_by_dtype, MappingProxyType):
@@ -76,7 +82,7 @@ class Work:
             if flop < 0:
                 raise ValueError(f"negative FLOP count for {dtype.value}: {flop}")
         for name in ("read_bytes", "write_bytes", "workgroups", "lds_bytes_per_workgroup",
-                     "registers_per_thread", "launches"):
+                     "registers_per_thread", "launches", "exiting_workgroups"):
             if getattr(self, name) < 0:
                 raise ValueError(f"{name} must not be negative, got {getattr(self, name)}")
         for name in ("flop_per_workgroup", "flop_heaviest_workgroup", "bytes_per_workgroup", "memory_workgroups",

@@ -99,11 +99,14 @@ _OWN_COLUMNS = {
     "grouped": (("layout", "groups", "active_groups", "rows_per_group", "n", "k", "weights", "launch_mode",
                  "cta_tiles"),
                 ("s_per_tile_per_sm",)),
+    "moetail": (("experts", "tokens", "top_k", "n", "k", "block_m", "block_n", "block_k", "num_warps", "num_stages",
+                 "grid", "programs", "real_programs", "launch_mode"),
+                ("s_per_empty_program_per_sm",)),
 }
 MULTI_GPU_PROBES = ("peer",)  # recorded on two GPUs of one host (data/<gpu>x2/), skipped on one
 # written and runnable, not yet recorded: no CSV is committed, their constants stay None (and the model's
 # assumption stands) until one is
-PENDING_PROBES: tuple[str, ...] = ()
+PENDING_PROBES: tuple[str, ...] = ("moetail",)
 # probes whose rows are cycle counts read inside the kernel (`%clock64`), with no event times: their cycle columns
 CLOCK_PROBES = {"queue": ("issue_cycles", "drain_cycles")}
 # rows with no event-timed kernel beside what they measure, by (column, value), and the column that holds their

@@ -234,10 +234,15 @@ class MoeGemm(KernelKind):
     # `tokens_per_expert`. Given, `experts` and `tokens_per_expert` must be its length and its largest.
     rows_by_expert: tuple[int, ...] = ()
     scale_group_k: int = 0  # block-scaled operands: reduction depth per scale group, as `Gemm.scale_group_k`
+    # Row tiles of the launched grid where it is sized for the worst padding of any routing (vLLM's and SGLang's
+    # Triton fused-MoE kernel: routed rows + experts x (tile_m - 1), so that one captured graph serves every
+    # routing; `worst_case_row_tiles`), its programs past the padded rows exiting at once; 0: the row tiles the
+    # routing fills (AITER's and CUTLASS's grouped kernels)
+    grid_row_tiles: int = 0
 
     def __post_init__(self) -> None:
         check_ints(self, ("experts", "n", "k", "tile_m", "tile_n", "tile_k", "stages", "threads"),
-                    ("tokens_per_expert", "scale_group_k"))
+                    ("tokens_per_expert", "scale_group_k", "grid_row_tiles"))
         coerce(self, "dtype", Dtype)
         coerce(self, "out_dtype", Dtype)
         _check_expert_rows(self)
@@ -253,6 +258,9 @@ class MoeGemm(KernelKind):
         row_tiles = sum(cdiv(r, self.tile_m) for r in active)
         routed = sum(active)
         mean_tiles = row_tiles / len(active) if active else 0.0
+        if self.grid_row_tiles and self.grid_row_tiles < row_tiles:
+            raise ValueError(f"grid_row_tiles ({self.grid_row_tiles}) must hold the {row_tiles} row tiles the "
+                             f"routing fills")
         figures = _tile_figures(min(max(rows), self.tile_m), min(n, self.tile_n), k, self.tile_m,
                                 len(active) * cdiv(n, self.tile_n), self.dtype, self.out_dtype)
         figures["flop_per_workgroup"] += rescale_flop(self.tile_m * min(n, self.tile_n), k, self.scale_group_k)
@@ -271,9 +279,20 @@ class MoeGemm(KernelKind):
                 family=Family.MOE_GEMM,
                 program=_gemm_program(k, min(n, self.tile_n), self.tile_k, self.stages, self.dtype,
                                       max(1, round(mean_tiles))),
+                exiting_workgroups=max(0, self.grid_row_tiles - row_tiles) * cdiv(n, self.tile_n),
                 **figures,
             ),
         )
+
+
+def worst_case_row_tiles(routed_rows: int, experts: int, tile_m: int) -> int:
+    """Row tiles of vLLM's fused-MoE grid for `routed_rows` rows over `experts` experts: `moe_align_block_size`
+    sizes its sorted rows for the worst padding of any routing, routed rows + experts x (tile_m - 1), at most
+    routed rows x tile_m where the rows are fewer than the experts (vllm/model_executor/layers/fused_moe/
+    moe_align_block_size.py, `max_num_tokens_padded`), and `fused_moe_kernel`'s grid is cdiv(that, BLOCK_SIZE_M) x
+    cdiv(N, BLOCK_SIZE_N) (fused_moe.py, `invoke_fused_moe_kernel`). SGLang's fused_moe_triton sizes it the same way
+    (assumption: its align and grid follow the vLLM code they were adapted from)."""
+    return cdiv(min(routed_rows * tile_m, routed_rows + experts * (tile_m - 1)), tile_m)
 
 
 # `torch._grouped_mm` on Hopper: PyTorch's CUTLASS ptr-array TMA grouped GEMM (pytorch/pytorch

@@ -32,6 +32,7 @@ from workloads.kernels import (
     MlaDecode,
     MoeGemm,
     RmsNorm,
+    worst_case_row_tiles,
 )
 from workloads.model import Mixer, Part
 from workloads.step import Batch, Depends, StepItem, StepPlan
@@ -468,10 +469,14 @@ def _moe_items(layer: int, batch: Batch, d: Deployment) -> Iterator[StepItem]:
                {"experts": active + shared, "tokens_per_expert": max(per_expert, t),
                 "rows_by_expert": (per_expert,) * active + (t,) * shared})
     rows = active * per_expert + shared * t
+    aiter = tiles.arch_family(d.gpu) in (tiles.ArchFamily.CDNA3, tiles.ArchFamily.CDNA4)
+    if not aiter:  # the engines' Triton fused-MoE kernel launches a grid for the worst padding of any routing
+        grouped["grid_row_tiles"] = max(
+            worst_case_row_tiles(math.ceil(routings) + shared * t, local_experts + shared, tile["tile_m"]),
+            active * cdiv(per_expert, tile["tile_m"]) + shared * cdiv(t, tile["tile_m"]))
     yield from _act_quant(layer, "moe.routed_up", TOKENS, t, width, d, Part.ROUTED_EXPERTS)
     yield _k(layer, "moe.routed_up", TOKENS,
              _make(MoeGemm, n=2 * inter, k=width, dtype=routed_dt, **grouped, **tile))
-    aiter = tiles.arch_family(d.gpu) in (tiles.ArchFamily.CDNA3, tiles.ArchFamily.CDNA4)
     if not aiter:  # AITER's stage-1 kernels apply the activation themselves (their names: `_silu_`, `_Situv2_`)
         yield _k(layer, "moe.routed_act", TOKENS, _make(Elementwise, elements=rows * inter, inputs=2,
                                                       ops_per_element=SWIGLU_OPS))

@@ -72,6 +72,8 @@ class Depends(Enum):
     DECODES = "decodes"  # how many decodes and verifies there are, and the drafts
     DECODE_HISTORY = "decode_history"  # the decodes' and verifies' context lengths too
 
+    __hash__ = object.__hash__  # identity, as `Dtype`'s: members are singletons
+
 
 @dataclass(frozen=True)
 class StepItem:

@@ -1443,11 +1443,72 @@ def probe_grouped(env: dict, quick: bool) -> list[dict]:
     return rows
 
 
+# The fused-MoE kernel's grid sized for the worst padding (routed rows + experts x (BLOCK_M - 1)), as vLLM launches
+# it so that one captured graph serves any routing, against the same launch with only the row tiles the routing
+# uses: what the programs that exit at once cost beside the real ones. Decode token counts, balanced routing.
+MOETAIL_SHAPES = ((8, 2, 4096, 1792), (64, 8, 4096, 192), (128, 8, 4096, 192), (256, 8, 7168, 256),
+                  (256, 8, 7168, 2048), (384, 8, 7168, 256))  # (experts, top_k, n, k): Mixtral/Qwen3/DS-V3/Kimi
+MOETAIL_TOKENS = (1, 4, 16, 64)
+MOETAIL_TILE = (16, 128, 64, 4, 3)  # BLOCK_M, BLOCK_N, BLOCK_K, warps, stages: the moe suite's at few rows
+
+
+def probe_moetail(env: dict, quick: bool) -> list[dict]:
+    """The fused-MoE kernel (`companion.kernels.moe`) at decode: each routing timed with the grid vLLM launches,
+    sized for the worst padding (`worst`: most programs exit at once), and with the row tiles the routing fills
+    (`exact`), each call one CUDA-graph replay. The difference over the empty programs per SM is what one costs
+    beside the real ones. Each configuration checked against float64 first, fresh random inputs."""
+    import torch
+
+    from companion.bench.timing import DEVICE, bench_graph
+    from companion.kernels import moe
+    from validation.measure_output import summarize
+
+    gen = torch.Generator(device=DEVICE).manual_seed(2028)
+    block_m, block_n, block_k, warps, stages = MOETAIL_TILE
+    rows = []
+    for experts, top_k, n, k in (MOETAIL_SHAPES[::2] if quick else MOETAIL_SHAPES):
+        w = (torch.randn(experts, n, k, device=DEVICE, generator=gen) / k**0.5).to(torch.bfloat16)
+        for tokens in MOETAIL_TOKENS:
+            a = torch.randn(tokens, k, device=DEVICE, generator=gen).to(torch.bfloat16) + 0.5  # never zero
+            choice = torch.rand(tokens, experts, device=DEVICE, generator=gen).argsort(dim=1)[:, :top_k]
+            aligned = moe.align(choice, experts, block_m)
+            sorted_rows, tile_expert, padded, tiles = aligned
+            used = int(padded.item()) // block_m
+            out = moe.grouped_gemm(a, w, choice, block_m, block_n, block_k, warps, stages, aligned=aligned)
+            want = moe.grouped_gemm_ref(a.double(), w.double(), choice)
+            if not (out.double() - want).abs().max().item() <= 2.0**-7 * want.abs().max().item():
+                raise ProbeError(f"moetail probe: experts={experts} tokens={tokens} differs from float64")
+            for grid, row_tiles in (("worst", tiles), ("exact", used)):
+                exact = (sorted_rows, tile_expert, padded, row_tiles)
+
+                def call(a=a, w=w, choice=choice, exact=exact, out=out) -> None:
+                    moe.grouped_gemm(a, w, choice, block_m, block_n, block_k, warps, stages, out=out, aligned=exact)
+
+                stats = summarize(bench_graph(call, 1))
+                columns = -(-n // block_n)
+                rows.append({"experts": experts, "tokens": tokens, "top_k": top_k, "n": n, "k": k,
+                             "block_m": block_m, "block_n": block_n, "block_k": block_k, "num_warps": warps,
+                             "num_stages": stages, "grid": grid, "programs": row_tiles * columns,
+                             "real_programs": used * columns, "launch_mode": "graph", **stats})
+            worst, exact_row = rows[-2], rows[-1]
+            empties = (worst["programs"] - worst["real_programs"]) / env["sm_count"]
+            extra = worst["time_s_median"] - exact_row["time_s_median"]
+            for row in (worst, exact_row):
+                row["s_per_empty_program_per_sm"] = extra / empties if empties else 0.0
+            print(f"moetail E={experts:3} t={tokens:3} n={n} k={k:5}: worst {worst['time_s_median'] * 1e6:8.2f} us "
+                  f"({worst['programs']} programs), exact {exact_row['time_s_median'] * 1e6:8.2f} us "
+                  f"({exact_row['programs']}): {extra / empties * 1e9 if empties else 0:6.1f} ns an empty program "
+                  f"a SM", flush=True)
+            del a, out
+        del w
+    return rows
+
+
 PROBE_FUNCTIONS: dict[str, Callable[[dict, bool], list[dict]]] = {
     "latency": probe_latency, "mlp": probe_mlp, "l2": probe_l2, "floor": probe_floor, "issue": probe_issue,
     "mma": probe_mma, "smem": probe_smem, "clock": probe_clock, "peer": probe_peer, "grid": probe_grid,
     "rows": probe_rows, "host": probe_host, "queue": probe_queue, "tiles": probe_tiles, "async": probe_async,
-    "loaded": probe_loaded, "grouped": probe_grouped,
+    "loaded": probe_loaded, "grouped": probe_grouped, "moetail": probe_moetail,
 }
 if tuple(PROBE_FUNCTIONS) != spec.PROBES:
     raise RuntimeError(f"bench probes {tuple(PROBE_FUNCTIONS)} differ from validation.probes.PROBES {spec.PROBES}")

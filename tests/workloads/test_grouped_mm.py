@@ -89,3 +89,32 @@ def test_a_gpu_whose_kernel_is_another_is_refused_by_name(gpu, capsys):
     err = capsys.readouterr().err
     assert "not a Hopper GPU" in err and "Traceback" not in err
     assert launch_times(kernel, load_gpu("h100"), load_calibration("h100"), LaunchMode.GRAPH)
+
+
+def test_the_fused_moe_grid_is_sized_for_the_worst_padding_and_its_extra_programs_cost_their_dispatch():
+    """vLLM's fused-MoE grid holds routed rows + experts x (BLOCK_M - 1) rows of tiles (capped at routed rows x
+    BLOCK_M when the rows are fewer than the experts); the programs past the padded rows exit at once, and each CU is
+    handed its share of them at the dispatcher's rate."""
+    from compiled.launch_time import launch_times
+    from hwmodels.calibration import load_calibration
+    from hwmodels.roofline import LaunchMode
+    from hwmodels.spec import load_gpu
+    from workloads.kernels import MoeGemm, worst_case_row_tiles
+
+    assert worst_case_row_tiles(512, 256, 16) == (512 + 256 * 15) // 16  # more rows than experts: no cap
+    assert worst_case_row_tiles(64, 256, 16) == 64  # fewer rows than experts: at most a tile a row
+    assert worst_case_row_tiles(4096, 8, 64) == -(-(4096 + 8 * 63) // 64)
+    gpu, calib = load_gpu("h200"), load_calibration("h200")
+    rows = (1,) * 8 + (0,) * 248
+    exact = MoeGemm(experts=256, tokens_per_expert=1, n=7168, k=256, rows_by_expert=rows, tile_m=16)
+    grid = (8 + 256 * 15 + 15) // 16
+    worst = MoeGemm(experts=256, tokens_per_expert=1, n=7168, k=256, rows_by_expert=rows, tile_m=16,
+                    grid_row_tiles=grid)
+    (work,) = worst.launches()
+    assert work.exiting_workgroups == (grid - 8) * 56 and work.workgroups == 8 * 56
+    extra = (launch_times(worst, gpu, calib, LaunchMode.GRAPH)[0].time_s
+             - launch_times(exact, gpu, calib, LaunchMode.GRAPH)[0].time_s)
+    assert extra == pytest.approx(-(-(grid - 8) * 56 // 132) * gpu.workgroup_dispatch_s, rel=1e-9)
+    with pytest.raises(ValueError, match="grid_row_tiles"):
+        MoeGemm(experts=256, tokens_per_expert=1, n=7168, k=256, rows_by_expert=rows, tile_m=16,
+                grid_row_tiles=4).launches()

@@ -152,8 +152,11 @@ def compare(row: dict[str, str], gpu_name: str) -> Comparison:
     if row["kernel"] == TRITON:
         tiles = {"tile_m": int(row["block_m"]), "tile_n": int(row["block_n"]), "tile_k": int(row["block_k"]),
                  "stages": int(row["num_stages"]), "threads": 32 * int(row["num_warps"])}
+        # the companion kernel's grid: `companion.kernels.moe.align` sizes it for the worst padding, routed rows +
+        # experts x (BLOCK_M - 1), as vLLM's did before it capped small batches (`worst_case_row_tiles`)
+        grid = -(-(sum(rows) + len(rows) * (tiles["tile_m"] - 1)) // tiles["tile_m"])
         kernel = MoeGemm(experts=len(rows), tokens_per_expert=max(rows), n=n, k=k, dtype=Dtype.BF16,
-                         rows_by_expert=rows, **tiles)
+                         rows_by_expert=rows, grid_row_tiles=grid, **tiles)
     else:
         kernel = GroupedMm(experts=len(rows), tokens_per_expert=max(rows), n=n, k=k, rows_by_expert=rows)
     regime = "decode" if row["launch_mode"] == GRAPH else "prefill"
