@@ -140,12 +140,6 @@ def choices(m: int, n: int, k: int, dtype: Dtype) -> list[tuple[dict[str, int | 
     return list(out.values())
 
 
-def choice(m: int, n: int, k: int, dtype: Dtype) -> tuple[dict[str, int | bool], str] | None:
-    """The nearest of `choices` (the recorded shape's own where it was recorded); None without a record."""
-    found = choices(m, n, k, dtype)
-    return found[0] if found else None
-
-
 def main(argv: list[str]) -> int:
     """Regenerate the table from the profiler's CSV."""
     if len(argv) != 1:

@@ -285,14 +285,16 @@ class MoeGemm(KernelKind):
         )
 
 
-def worst_case_row_tiles(routed_rows: int, experts: int, tile_m: int) -> int:
+def worst_case_row_tiles(routed_rows: int, experts: int, tile_m: int, capped: bool = True) -> int:
     """Row tiles of vLLM's fused-MoE grid for `routed_rows` rows over `experts` experts: `moe_align_block_size`
     sizes its sorted rows for the worst padding of any routing, routed rows + experts x (tile_m - 1), at most
     routed rows x tile_m where the rows are fewer than the experts (vllm/model_executor/layers/fused_moe/
     moe_align_block_size.py, `max_num_tokens_padded`), and `fused_moe_kernel`'s grid is cdiv(that, BLOCK_SIZE_M) x
     cdiv(N, BLOCK_SIZE_N) (fused_moe.py, `invoke_fused_moe_kernel`). SGLang's fused_moe_triton sizes it the same way
-    (assumption: its align and grid follow the vLLM code they were adapted from)."""
-    return cdiv(min(routed_rows * tile_m, routed_rows + experts * (tile_m - 1)), tile_m)
+    (assumption: its align and grid follow the vLLM code they were adapted from). `capped` False: the rule before
+    vLLM capped small batches, which the companion kernel (`companion.kernels.moe.align`) keeps."""
+    worst = routed_rows + experts * (tile_m - 1)
+    return cdiv(min(routed_rows * tile_m, worst) if capped else worst, tile_m)
 
 
 # `torch._grouped_mm` on Hopper: PyTorch's CUTLASS ptr-array TMA grouped GEMM (pytorch/pytorch

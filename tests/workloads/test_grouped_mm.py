@@ -104,6 +104,7 @@ def test_the_fused_moe_grid_is_sized_for_the_worst_padding_and_its_extra_program
     assert worst_case_row_tiles(512, 256, 16) == (512 + 256 * 15) // 16  # more rows than experts: no cap
     assert worst_case_row_tiles(64, 256, 16) == 64  # fewer rows than experts: at most a tile a row
     assert worst_case_row_tiles(4096, 8, 64) == -(-(4096 + 8 * 63) // 64)
+    assert worst_case_row_tiles(64, 256, 16, capped=False) == -(-(64 + 256 * 15) // 16)  # the companion's rule
     gpu, calib = load_gpu("h200"), load_calibration("h200")
     rows = (1,) * 8 + (0,) * 248
     exact = MoeGemm(experts=256, tokens_per_expert=1, n=7168, k=256, rows_by_expert=rows, tile_m=16)

@@ -35,7 +35,7 @@ from hwmodels.spec import load_gpu
 from validation.comparison import Comparison
 from validation.comparison import compare as compare_launches
 from validation.suites import BF16, EAGER, ELEMENT_BYTES, GRAPH
-from workloads.kernels import GroupedMm, MoeGemm
+from workloads.kernels import GroupedMm, MoeGemm, worst_case_row_tiles
 from workloads.tiles import moe_gemm_tiles
 
 SUITE = "moe"
@@ -152,9 +152,8 @@ def compare(row: dict[str, str], gpu_name: str) -> Comparison:
     if row["kernel"] == TRITON:
         tiles = {"tile_m": int(row["block_m"]), "tile_n": int(row["block_n"]), "tile_k": int(row["block_k"]),
                  "stages": int(row["num_stages"]), "threads": 32 * int(row["num_warps"])}
-        # the companion kernel's grid: `companion.kernels.moe.align` sizes it for the worst padding, routed rows +
-        # experts x (BLOCK_M - 1), as vLLM's did before it capped small batches (`worst_case_row_tiles`)
-        grid = -(-(sum(rows) + len(rows) * (tiles["tile_m"] - 1)) // tiles["tile_m"])
+        # the companion kernel's grid: sized for the worst padding, as vLLM's was before it capped small batches
+        grid = worst_case_row_tiles(sum(rows), len(rows), tiles["tile_m"], capped=False)
         kernel = MoeGemm(experts=len(rows), tokens_per_expert=max(rows), n=n, k=k, dtype=Dtype.BF16,
                          rows_by_expert=rows, grid_row_tiles=grid, **tiles)
     else:
