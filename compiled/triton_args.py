@@ -23,7 +23,11 @@ TENSOR_DTYPES: dict[str, tuple[str, type, Dtype | None]] = {
     "u64": ("u64", np.uint64, None),
 }
 _FLOAT_STORAGE = ("bf16", "fp16", "fp32", "fp64")
-_TENSOR = re.compile(r"^(\w+)\[([\d,\s]*)\](?:=(-?\d+))?$")
+_TENSOR = re.compile(r"^(\w+)\[([\d,\s]*)\](?:=(-?\d+|arange|perm))?$")
+# An integer tensor's values besides a constant: its element numbers 0, 1, 2, ... (`arange`), or those in an order
+# drawn from a fixed seed (`perm`): index tensors that name distinct rows (sorted token ids, block tables)
+INDEX_FILLS = ("arange", "perm")
+PERM_SEED = 20261208
 
 
 class TritonKernelError(ValueError):
@@ -36,7 +40,16 @@ class TensorArg:
 
     dtype: str
     shape: tuple[int, ...]
-    fill: int = 0
+    fill: int | str = 0  # a constant, or one of INDEX_FILLS
+
+    def values(self) -> np.ndarray | int:
+        """What an integer tensor holds: its constant fill, or its elements' numbers (`arange`) in a fixed-seed
+        order (`perm`), flat."""
+        if self.fill == "arange":
+            return np.arange(self.elements)
+        if self.fill == "perm":
+            return np.random.default_rng(PERM_SEED).permutation(self.elements)
+        return int(self.fill)
 
     @property
     def elements(self) -> int:
@@ -48,7 +61,8 @@ class TensorArg:
 
 
 def parse_arg(text: str) -> tuple[str, object]:
-    """`NAME=VALUE`: a tensor `dtype[d0,d1,...]` (an integer tensor may add `=FILL`), an int, a float, or a bool."""
+    """`NAME=VALUE`: a tensor `dtype[d0,d1,...]` (an integer tensor may add `=N`, `=arange` or `=perm`), an int, a
+    float, or a bool."""
     name, sep, value = text.partition("=")
     name, value = name.strip(), value.strip()
     if not sep or not name.isidentifier() or not value:
@@ -61,9 +75,15 @@ def parse_arg(text: str) -> tuple[str, object]:
         shape = tuple(int(d) for d in dims.replace(" ", "").split(",") if d)
         if not shape or any(d <= 0 for d in shape):
             raise TritonKernelError(f"--arg {name}: a tensor needs a shape of positive sizes, got [{dims}]")
-        if fill is not None and dtype in _FLOAT_STORAGE:
-            raise TritonKernelError(f"--arg {name}: only an integer tensor takes a fill value (=N); "
+        if fill is not None and (dtype in _FLOAT_STORAGE or dtype.startswith("fp8")):
+            raise TritonKernelError(f"--arg {name}: only an integer tensor takes a fill (=N, =arange or =perm); "
                                     f"{dtype} tensors hold random values")
+        if fill in INDEX_FILLS:
+            top = np.iinfo(TENSOR_DTYPES[dtype][1]).max
+            if math.prod(shape) - 1 > top:
+                raise TritonKernelError(f"--arg {name}: ={fill} numbers {math.prod(shape)} elements, more than "
+                                        f"{dtype} holds (at most {top})")
+            return name, TensorArg(dtype, shape, fill)
         return name, TensorArg(dtype, shape, int(fill or 0))
     if value in ("True", "False"):
         return name, value == "True"

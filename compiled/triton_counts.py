@@ -15,7 +15,8 @@ Then the first and the last program stand for themselves (the last is often a ma
 for an even share of the programs between: counts, FLOP and the sectors each adds are weighted so. Float tensors
 hold random normal values (given to each sector as a program first touches it, so untouched parts of a large tensor
 cost nothing); integer tensors hold the value given after `=` in their argument (`lens=i32[64]=8192`; 0 by default),
-so index tensors stay in bounds.
+so index tensors stay in bounds, or their element numbers in order (`=arange`) or in a fixed-seed order (`=perm`):
+an index that names distinct rows, whose sectors the count then sees as distinct.
 """
 
 from __future__ import annotations
@@ -122,7 +123,7 @@ class _Memory:
             offset = int(start) - raw.ctypes.data
             self.views.append(raw[offset:offset + t.nbytes])
             if t.dtype not in _FLOAT_STORAGE and not t.dtype.startswith("fp8") and t.fill:
-                self.views[-1].view(TENSOR_DTYPES[t.dtype][1])[:] = t.fill
+                self.views[-1].view(TENSOR_DTYPES[t.dtype][1])[:] = t.values()
         order = np.argsort(self.starts)
         self.order, self.sorted_starts = order, self.starts[order]
 

@@ -240,8 +240,8 @@ def _parser() -> argparse.ArgumentParser:
     kern.add_argument("--grid", default=None, metavar="X[,Y[,Z]]", help="with --triton: programs along each axis")
     kern.add_argument("--arg", action="append", default=[], metavar="NAME=VALUE",
                       help="with --triton: a kernel argument; a tensor as dtype[shape] (bf16[4096,4096]; an integer "
-                           "tensor may add =FILL, e.g. lens=i32[64]=8192), an int, a float or True/False; "
-                           "repeat for each")
+                           "tensor may add =N, e.g. lens=i32[64]=8192, or =arange / =perm for distinct indices in "
+                           "order or in a fixed-seed order), an int, a float or True/False; repeat for each")
     kern.add_argument("--num-warps", type=int, default=4, help="with --triton: warps per program (default 4)")
     kern.add_argument("--num-stages", type=int, default=None,
                       help="with --triton: software-pipeline stages (default Triton's: 3 on NVIDIA, 2 on AMD)")

@@ -1158,6 +1158,82 @@ def probe_rows(env: dict, quick: bool) -> list[dict]:
     return rows
 
 
+SCATTER_PITCH_BYTES = 8192  # a row of 4,096 bf16: the hidden size of the down projections whose outputs it mimics
+SCATTER_FOOTPRINT = 1 << 30  # bytes of rows (128 Ki rows): far above L2
+SCATTER_RUN_BYTES = (64, 128, 256, 512, 1024, 2048, 8192)  # bytes of each row one program touches; 8192: whole rows
+SCATTER_ORDERS = ("sequential", "random")
+SCATTER_GROUP_M = 8  # the companion fused-MoE kernel's GROUP_M (companion/kernels/moe.py)
+SCATTER_TILE_BYTES = 16 << 10  # a program's tile (rows x run): 65,536 programs a launch, 32 fp32 registers a thread
+SCATTER_WARPS = 4
+
+
+def probe_scatter(env: dict, quick: bool) -> list[dict]:
+    """Short runs of rows named by an index, as the Triton fused-MoE kernel gathers its activations and scatters its
+    output at the sorted token ids: each program takes a tile of ROWS rows and one column tile of R bytes in that
+    kernel's grouped order (`scattered_tile_kernel`), over 1 GiB of 8 KiB rows, every byte touched once a launch.
+    `sequential`: the index is 0, 1, 2, ... (a tile's rows adjacent); `random`: a seeded permutation (each row of a
+    tile in another DRAM page). Loaded and summed, or stored. Against the whole-row stream (R = 8 KiB) and against
+    each other: what HBM delivers for runs of 64 B to 2 KiB when the rows around them are not touched at the same
+    time. Eager launches, host hidden. Sets no constant yet: written for the fused-MoE rows whose output stores
+    (the down projections at 4,096 tokens) run at 2-3 TB/s where the model streams them at HBM's rate."""
+    import torch
+
+    from companion.bench.timing import DEVICE
+    from companion.kernels import probes as k
+
+    pitch = SCATTER_PITCH_BYTES // 4
+    n_rows = SCATTER_FOOTPRINT // SCATTER_PITCH_BYTES
+    src = torch.rand(n_rows * pitch, device=DEVICE) + 0.5  # never zero
+    dst = torch.empty(n_rows * pitch, device=DEVICE)
+    generator = torch.Generator(device="cpu").manual_seed(20261208)
+    indices = {"sequential": torch.arange(n_rows, dtype=torch.int32),
+               "random": torch.randperm(n_rows, generator=generator).to(torch.int32)}
+    runs = SCATTER_RUN_BYTES[1::2] + SCATTER_RUN_BYTES[-1:] if quick else SCATTER_RUN_BYTES
+    rows = []
+    for order in SCATTER_ORDERS:
+        index = indices[order].to(DEVICE)
+        for mode, store in (("load", 0), ("store", 1)):
+            for run in runs:
+                r = run // 4
+                tile_rows = SCATTER_TILE_BYTES // run  # 64 rows at 256 B: the fused-MoE kernel's 64 x 128 bf16 tile
+                num_pid_m = n_rows // tile_rows
+                programs = num_pid_m * (pitch // r)
+                sums = torch.zeros(programs, device=DEVICE)
+
+                def launch(r=r, store=store, tile_rows=tile_rows, num_pid_m=num_pid_m, programs=programs,
+                           out=(dst if store else sums), index=index) -> None:
+                    k.scattered_tile_kernel[(programs,)](src, out, index, num_pid_m, PITCH=pitch, R=r,
+                                                         ROWS=tile_rows, GROUP_M=SCATTER_GROUP_M, STORE=store,
+                                                         num_warps=SCATTER_WARPS)
+
+                dst.zero_()
+                launch()
+                torch.cuda.synchronize()
+                if store:
+                    want = ((torch.arange(n_rows, device=DEVICE)[:, None] % 4096) * pitch
+                            + torch.arange(pitch, device=DEVICE)[None, :] + 1).to(torch.float32)
+                    if not torch.equal(dst.view(n_rows, pitch), want):
+                        raise ProbeError(f"scatter probe: {order} store of {run} B runs wrong")
+                    del want
+                else:
+                    # the float64 reference on the GPU (`scattered_tile_reference` is its CPU form, for the tests)
+                    tiles = src.view(n_rows, pitch)[index.long()].view(num_pid_m, tile_rows, pitch // r, r)
+                    sums64 = tiles.double().sum(dim=(1, 3))
+                    at = torch.from_numpy(k.scattered_tile_order(num_pid_m, pitch // r, SCATTER_GROUP_M)).to(DEVICE)
+                    want = sums64[at[:, 0], at[:, 1]]
+                    if not torch.allclose(sums.double(), want, rtol=1e-4):
+                        raise ProbeError(f"scatter probe: {order} sums of {run} B runs wrong")
+                    del tiles, sums64, want
+                rows.append({"mode": mode, "order": order, "run_bytes": run, "pitch_bytes": SCATTER_PITCH_BYTES,
+                             "rows": n_rows, "rows_per_program": tile_rows, "group_m": SCATTER_GROUP_M,
+                             "num_warps": SCATTER_WARPS, "programs": programs,
+                             **_bandwidth(launch, n_rows * SCATTER_PITCH_BYTES)})
+                print(f"scatter {order:10} {mode:5} {run:5} B runs: {rows[-1]['time_s_median'] * 1e6:8.2f} us "
+                      f"({rows[-1]['bytes_per_s'] / 1e12:5.2f} TB/s)", flush=True)
+                del sums
+    return rows
+
+
 TILES_PITCH = 128  # fp32 a row: a 128 x 128 fp32 recurrent state, 64 KiB a block
 TILES_ROWS = 128
 TILES_WARPS = 4
@@ -1508,7 +1584,7 @@ PROBE_FUNCTIONS: dict[str, Callable[[dict, bool], list[dict]]] = {
     "latency": probe_latency, "mlp": probe_mlp, "l2": probe_l2, "floor": probe_floor, "issue": probe_issue,
     "mma": probe_mma, "smem": probe_smem, "clock": probe_clock, "peer": probe_peer, "grid": probe_grid,
     "rows": probe_rows, "host": probe_host, "queue": probe_queue, "tiles": probe_tiles, "async": probe_async,
-    "loaded": probe_loaded, "grouped": probe_grouped, "moetail": probe_moetail,
+    "loaded": probe_loaded, "grouped": probe_grouped, "moetail": probe_moetail, "scatter": probe_scatter,
 }
 if tuple(PROBE_FUNCTIONS) != spec.PROBES:
     raise RuntimeError(f"bench probes {tuple(PROBE_FUNCTIONS)} differ from validation.probes.PROBES {spec.PROBES}")

@@ -227,6 +227,49 @@ def row_slice_kernel(src_ptr, dst_ptr, PITCH: tl.constexpr, R: tl.constexpr, ROW
         tl.store(dst_ptr + p, tl.sum(tl.sum(tl.load(src_ptr + offs), axis=1), axis=0))
 
 
+@triton.jit
+def scattered_tile_kernel(src_ptr, dst_ptr, index_ptr, num_pid_m, PITCH: tl.constexpr, R: tl.constexpr,
+                          ROWS: tl.constexpr, GROUP_M: tl.constexpr, STORE: tl.constexpr):
+    """The memory access of the Triton fused-MoE kernel's tiles: program p takes row tile m and column tile n in
+    that kernel's order (GROUP_M row tiles, every column tile of them, then the next GROUP_M), and touches R fp32
+    from column n * R of the ROWS rows named by index[m * ROWS ...] (rows PITCH fp32 apart; as the kernel reads its
+    activations and writes its output at the sorted token ids). STORE = 0 loads them and writes their sum to
+    dst[p]; STORE = 1 writes (row % 4096) * PITCH + column + 1 into them (exact in fp32 for PITCH <= 4096)."""
+    pid = tl.program_id(0)
+    num_pid_n = PITCH // R
+    num_pid_in_group = GROUP_M * num_pid_n
+    first_pid_m = (pid // num_pid_in_group) * GROUP_M
+    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)
+    pid_n = (pid % num_pid_in_group) // group_size_m
+    rows = tl.load(index_ptr + pid_m * ROWS + tl.arange(0, ROWS)).to(tl.int64)
+    cols = pid_n * R + tl.arange(0, R)
+    offs = rows[:, None] * PITCH + cols[None, :]
+    if STORE:
+        tl.store(dst_ptr + offs, ((rows[:, None] % 4096) * PITCH + cols[None, :] + 1).to(tl.float32))
+    else:
+        tl.store(dst_ptr + pid, tl.sum(tl.sum(tl.load(src_ptr + offs), axis=1), axis=0))
+
+
+def scattered_tile_order(num_pid_m: int, num_pid_n: int, group_m: int) -> np.ndarray:
+    """(pid_m, pid_n) of each program of `scattered_tile_kernel` (the fused-MoE kernel's grouped order), [P, 2]."""
+    pid = np.arange(num_pid_m * num_pid_n)
+    in_group = group_m * num_pid_n
+    first = pid // in_group * group_m
+    size = np.minimum(num_pid_m - first, group_m)
+    return np.stack([first + pid % in_group % size, pid % in_group // size], axis=1)
+
+
+def scattered_tile_reference(src: np.ndarray, index: np.ndarray, pitch: int, r: int, rows: int,
+                             group_m: int) -> np.ndarray:
+    """What `scattered_tile_kernel` writes in load mode (float64): per program, the sum of its tile."""
+    table = src.reshape(-1, pitch)[index].astype(np.float64)  # rows in index order
+    num_pid_m, num_pid_n = index.size // rows, pitch // r
+    sums = table.reshape(num_pid_m, rows, num_pid_n, r).sum(axis=(1, 3))
+    order = scattered_tile_order(num_pid_m, num_pid_n, group_m)
+    return sums[order[:, 0], order[:, 1]]
+
+
 @triton.jit(do_not_specialize=["base"])
 def column_tile_store_kernel(dst_ptr, base, PITCH: tl.constexpr, ROWS: tl.constexpr, C: tl.constexpr):
     """Program (t, b) writes column tile t, C fp32 wide, of the ROWS rows of block b (rows PITCH fp32 apart), from

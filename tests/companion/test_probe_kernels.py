@@ -223,6 +223,40 @@ def test_row_slice_stores_touch_only_the_first_values_of_each_row(rng, device):
     assert torch.equal(after[:, :, r:], before[:, :, r:])
 
 
+def test_scattered_tile_order_visits_every_tile_once_in_groups_of_row_tiles():
+    order = k.scattered_tile_order(num_pid_m=5, num_pid_n=3, group_m=2)
+    assert sorted(map(tuple, order)) == [(m, n) for m in range(5) for n in range(3)]
+    # the first group: row tiles 0 and 1 alternate over each column tile; the last group holds row tile 4 alone
+    assert order[:6].tolist() == [[0, 0], [1, 0], [0, 1], [1, 1], [0, 2], [1, 2]]
+    assert order[-3:].tolist() == [[4, 0], [4, 1], [4, 2]]
+
+
+@pytest.mark.parametrize("r", [4, 8, 16])
+def test_scattered_tiles_load_the_rows_their_index_names(rng, device, r):
+    pitch, rows, group_m, n_rows = 16, 4, 3, 32
+    src = torch.rand(n_rows * pitch, generator=rng) + 0.5
+    index = torch.randperm(n_rows, generator=rng).to(torch.int32)
+    num_pid_m, programs = n_rows // rows, (n_rows // rows) * (pitch // r)
+    dst = torch.zeros(programs + 7).to(device)
+    k.scattered_tile_kernel[(programs,)](src.to(device), dst, index.to(device), num_pid_m, PITCH=pitch, R=r,
+                                         ROWS=rows, GROUP_M=group_m, STORE=0)
+    want = k.scattered_tile_reference(src.numpy(), index.numpy(), pitch, r, rows, group_m)
+    np.testing.assert_allclose(dst[:programs].cpu().numpy().astype(np.float64), want, rtol=1e-5)
+    assert np.all(dst[programs:].cpu().numpy() == 0)  # one sum per program, nothing else written
+
+
+@pytest.mark.parametrize("r", [4, 16])
+def test_scattered_tiles_store_every_value_of_every_indexed_row_once(rng, device, r):
+    pitch, rows, group_m, n_rows = 16, 4, 3, 32
+    index = torch.randperm(n_rows, generator=rng).to(torch.int32)
+    dst = torch.zeros(n_rows * pitch).to(device)
+    programs = (n_rows // rows) * (pitch // r)
+    k.scattered_tile_kernel[(programs,)](dst, dst, index.to(device), n_rows // rows, PITCH=pitch, R=r, ROWS=rows,
+                                         GROUP_M=group_m, STORE=1)
+    want = (torch.arange(n_rows)[:, None] % 4096) * pitch + torch.arange(pitch)[None, :] + 1
+    assert torch.equal(dst.cpu().view(n_rows, pitch), want.to(torch.float32))
+
+
 def test_shfl_mix_matches_its_float64_reference(rng, device):
     chains, warps, trips, unroll, programs = 2, 1, 2, 2, 2
     x = torch.rand(programs * chains * warps * 32, generator=rng) - 0.5

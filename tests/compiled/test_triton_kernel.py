@@ -59,6 +59,12 @@ def row_sums(x, out, cols, BLOCK: tl.constexpr):
 
 
 @triton.jit
+def gather_rows(x, index, out, D: tl.constexpr):
+    row = tl.load(index + tl.program_id(0)).to(tl.int64)
+    tl.store(out + tl.program_id(0) * D + tl.arange(0, D), tl.load(x + row * D + tl.arange(0, D)))
+
+
+@triton.jit
 def two_loops(x, n, BLOCK: tl.constexpr):
     for i in range(0, n, BLOCK):
         tl.store(x + i + tl.arange(0, BLOCK), 1.0)
@@ -210,13 +216,43 @@ def test_without_triton_the_option_says_how_to_get_it(kernels, monkeypatch):
         triton_launch(f"{kernels}:scale_add", (1, 1, 1), {}, load_gpu("h200"))
 
 
+def test_an_index_of_distinct_rows_reads_every_row_where_a_constant_one_reads_one(kernels):
+    """A gather: with `=perm` each program reads its own row of x from HBM; with the default 0 every program reads
+    row 0, which L2 serves after the first."""
+    rows, d = 512, 256
+    gpu = load_gpu("h200")
+
+    def launch(fill):
+        return triton_launch(f"{kernels}:gather_rows", (rows, 1, 1),
+                             {"x": TensorArg("bf16", (rows, d)), "index": TensorArg("i32", (rows,), fill),
+                              "out": TensorArg("bf16", (rows, d)), "D": d}, gpu)
+
+    distinct, same = launch("perm"), launch(0)
+    row_bytes = 2 * d
+    assert distinct.work.read_bytes == pytest.approx(rows * row_bytes + 4 * rows, rel=0.02)
+    assert same.work.read_bytes < 4 * row_bytes + 4 * rows
+    calib = load_calibration(gpu.name, None)
+    assert (kernel_time(distinct.work, gpu, calib, LaunchMode.GRAPH).time_s
+            > kernel_time(same.work, gpu, calib, LaunchMode.GRAPH).time_s)
+
+
+def test_index_fills_are_the_element_numbers_in_order_or_in_a_fixed_order():
+    assert TensorArg("i32", (2, 3), "arange").values().tolist() == [0, 1, 2, 3, 4, 5]
+    perm = TensorArg("i32", (1000,), "perm").values()
+    assert sorted(perm.tolist()) == list(range(1000)) and perm.tolist() != list(range(1000))
+    assert perm.tolist() == TensorArg("i32", (1000,), "perm").values().tolist()  # the same every run
+    assert TensorArg("i32", (4,), 7).values() == 7
+
+
 def test_arguments_parse_as_tensors_numbers_and_flags():
     assert parse_arg("x=bf16[4096, 512]") == ("x", TensorArg("bf16", (4096, 512)))
     assert parse_arg("lens=i32[8]=1024") == ("lens", TensorArg("i32", (8,), 1024))
+    assert parse_arg("ids=i32[8]=perm") == ("ids", TensorArg("i32", (8,), "perm"))
+    assert parse_arg("ids=i64[8]=arange") == ("ids", TensorArg("i64", (8,), "arange"))
     assert parse_arg("n=4096") == ("n", 4096) and parse_arg("s=0.125") == ("s", 0.125)
     assert parse_arg("CAUSAL=True") == ("CAUSAL", True)
     assert parse_grid("8") == (8, 1, 1) and parse_grid("4,2,3") == (4, 2, 3)
-    for bad in ("x", "=3", "x=bf16[4]=2", "x=hello"):
+    for bad in ("x", "=3", "x=bf16[4]=2", "x=hello", "x=bf16[4]=perm", "x=u8[300]=arange", "x=i32[4]=shuffle"):
         with pytest.raises(TritonKernelError):
             parse_arg(bad)
     for bad in ("0", "1,2,3,4", "a"):
