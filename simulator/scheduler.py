@@ -14,7 +14,7 @@ import numpy as np
 from simulator.kvcache import KVCache
 
 
-@dataclass(eq=False)  # identity: list membership and removal must not compare fields
+@dataclass(eq=False, slots=True)  # identity: list membership and removal must not compare fields
 class Sequence:
     """One request inside the engine: how much of its prompt is computed and how much it has generated."""
 
