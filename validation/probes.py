@@ -104,11 +104,13 @@ _OWN_COLUMNS = {
                 ("s_per_empty_program_per_sm",)),
     "scatter": (("mode", "order", "run_bytes", "pitch_bytes", "rows", "rows_per_program", "group_m", "num_warps",
                  "programs", "bytes_per_sample"), ("bytes_per_s",)),
+    "drift": (("mode", "tiles", "block_elems", "num_warps", "rounds", "programs", "bytes_per_sample"),
+              ("bytes_per_s",)),
 }
 MULTI_GPU_PROBES = ("peer",)  # recorded on two GPUs of one host (data/<gpu>x2/), skipped on one
 # written and runnable, not yet recorded: no CSV is committed, their constants stay None (and the model's
 # assumption stands) until one is
-PENDING_PROBES: tuple[str, ...] = ("scatter",)
+PENDING_PROBES: tuple[str, ...] = ("scatter", "drift")
 # probes whose rows are cycle counts read inside the kernel (`%clock64`), with no event times: their cycle columns
 CLOCK_PROBES = {"queue": ("issue_cycles", "drain_cycles")}
 # rows with no event-timed kernel beside what they measure, by (column, value), and the column that holds their

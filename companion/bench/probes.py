@@ -1158,6 +1158,65 @@ def probe_rows(env: dict, quick: bool) -> list[dict]:
     return rows
 
 
+DRIFT_BLOCK = 4096  # fp32 a tile: 16 KiB read a trip, 32 values a thread at 4 warps
+DRIFT_WARPS = 4
+DRIFT_BYTES = 1 << 29  # bytes of tiles a launch reads (512 MiB): far above L2
+DRIFT_ROUNDS = (0, 8, 16, 24, 32, 48, 64, 96, 128)  # across the point where a trip's compute equals its memory
+DRIFT_PROGRAMS_PER_SM = (1, 2, 4)
+DRIFT_QUICK = {"rounds": (0, 16, 32, 64), "programs_per_sm": (1, 4)}
+
+
+def probe_drift(env: dict, quick: bool) -> list[dict]:
+    """Resident workgroups whose trips balance their compute against their memory, read-only or read-write.
+
+    `drift_kernel`: persistent programs (1, 2 or 4 a SM) walk 32,768 tiles of 16 KiB with the grid's stride; each
+    trip loads a tile and puts it through `rounds` multiply-adds a value, then stores it (`rw`: a recurrence's
+    state update) or adds it into a running sum (`read`: split-KV attention streaming its cache). The rounds
+    sweep crosses the point where a trip's compute equals its share of HBM. Written for the mean value analysis
+    of drifted residents (`hwmodels.cycle_time.steady_trip_s`): exponential service queues more than the
+    memory-bound split MLA decode rows (read-only, four residents, balanced) show, and about what the KDA and
+    QuickReduce rows (which write) show. Eager launches, host hidden; each row checked against float64 first."""
+    import torch
+
+    from companion.bench.timing import DEVICE
+    from companion.kernels import probes as k
+
+    sm = env["sm_count"]
+    tiles = DRIFT_BYTES // (4 * DRIFT_BLOCK)
+    src = torch.rand(tiles * DRIFT_BLOCK, device=DEVICE) + 0.5  # never zero
+    dst = torch.empty_like(src)
+    rounds_swept = DRIFT_QUICK["rounds"] if quick else DRIFT_ROUNDS
+    per_sm_swept = DRIFT_QUICK["programs_per_sm"] if quick else DRIFT_PROGRAMS_PER_SM
+    rows = []
+    for mode, store in (("read", 0), ("rw", 1)):
+        for per_sm in per_sm_swept:
+            programs = per_sm * sm
+            for rounds in rounds_swept:
+                def launch(programs=programs, rounds=rounds, store=store) -> None:
+                    k.drift_kernel[(programs,)](src, dst, tiles, BLOCK=DRIFT_BLOCK, ROUNDS=rounds, STORE=store,
+                                                num_warps=DRIFT_WARPS)
+
+                dst.zero_()
+                launch()
+                torch.cuda.synchronize()
+                if store:
+                    ok = torch.allclose(dst[:DRIFT_BLOCK * 4].double(),
+                                        k.tile_work_reference(src[:DRIFT_BLOCK * 4], rounds), rtol=1e-5, atol=1e-6)
+                    ok = ok and bool(torch.all(dst[-DRIFT_BLOCK:] != 0))
+                else:
+                    ok = torch.allclose(dst[:programs].double(), k.drift_reference(src, programs, DRIFT_BLOCK, rounds),
+                                        rtol=1e-4)
+                if not ok:
+                    raise ProbeError(f"drift probe {mode} programs={programs} rounds={rounds}: wrong result")
+                moved = tiles * DRIFT_BLOCK * 4 * (2 if store else 1)
+                rows.append({"mode": mode, "tiles": tiles, "block_elems": DRIFT_BLOCK, "num_warps": DRIFT_WARPS,
+                             "rounds": rounds, "programs": programs, **_bandwidth(launch, moved)})
+                print(f"drift {mode:4} programs={programs:4} rounds={rounds:4}: "
+                      f"{rows[-1]['time_s_median'] * 1e6:8.2f} us ({rows[-1]['bytes_per_s'] / 1e12:5.2f} TB/s)",
+                      flush=True)
+    return rows
+
+
 SCATTER_PITCH_BYTES = 8192  # a row of 4,096 bf16: the hidden size of the down projections whose outputs it mimics
 SCATTER_FOOTPRINT = 1 << 30  # bytes of rows (128 Ki rows): far above L2
 SCATTER_RUN_BYTES = (64, 128, 256, 512, 1024, 2048, 8192)  # bytes of each row one program touches; 8192: whole rows
@@ -1585,6 +1644,7 @@ PROBE_FUNCTIONS: dict[str, Callable[[dict, bool], list[dict]]] = {
     "mma": probe_mma, "smem": probe_smem, "clock": probe_clock, "peer": probe_peer, "grid": probe_grid,
     "rows": probe_rows, "host": probe_host, "queue": probe_queue, "tiles": probe_tiles, "async": probe_async,
     "loaded": probe_loaded, "grouped": probe_grouped, "moetail": probe_moetail, "scatter": probe_scatter,
+    "drift": probe_drift,
 }
 if tuple(PROBE_FUNCTIONS) != spec.PROBES:
     raise RuntimeError(f"bench probes {tuple(PROBE_FUNCTIONS)} differ from validation.probes.PROBES {spec.PROBES}")

@@ -213,6 +213,35 @@ def tile_work_kernel(src_ptr, dst_ptr, n_tiles, BLOCK: tl.constexpr, ROUNDS: tl.
         tl.store(dst_ptr + offs, x)
 
 
+@triton.jit(do_not_specialize=["n_tiles"])
+def drift_kernel(src_ptr, dst_ptr, n_tiles, BLOCK: tl.constexpr, ROUNDS: tl.constexpr, STORE: tl.constexpr):
+    """Tiles p, p + P, p + 2P, ... of P persistent programs, each loaded and put through ROUNDS multiply-adds per
+    value (each value its own dependent chain). STORE = 1 stores each tile to dst (reads and writes, as a
+    recurrence's state update); STORE = 0 adds it into the program's running sum, written to dst[p] once at the
+    end (reads only, as split-KV attention streams its cache)."""
+    acc = tl.zeros([BLOCK], dtype=tl.float32)
+    for t in range(tl.program_id(0), n_tiles, tl.num_programs(0)):
+        offs = t * BLOCK + tl.arange(0, BLOCK)  # under 2**31 values at the probe's sizes
+        x = tl.load(src_ptr + offs)
+        for _ in tl.static_range(ROUNDS):
+            x = x * 0.75 + 0.25
+        if STORE:
+            tl.store(dst_ptr + offs, x)
+        else:
+            acc += x
+    if not STORE:
+        tl.store(dst_ptr + tl.program_id(0), tl.sum(acc, axis=0))
+
+
+def drift_reference(src: torch.Tensor, programs: int, block: int, rounds: int) -> torch.Tensor:
+    """What `drift_kernel` writes in its read-only mode (float64): each program's sum over its tiles of the values
+    after `rounds` multiply-adds."""
+    tiles = tile_work_reference(src, rounds).view(-1, block)
+    sums = torch.zeros(programs, dtype=torch.float64, device=src.device)
+    sums.index_add_(0, torch.arange(tiles.shape[0], device=src.device) % programs, tiles.sum(dim=1))
+    return sums
+
+
 @triton.jit
 def row_slice_kernel(src_ptr, dst_ptr, PITCH: tl.constexpr, R: tl.constexpr, ROWS: tl.constexpr,
                      STORE: tl.constexpr):

@@ -223,6 +223,21 @@ def test_row_slice_stores_touch_only_the_first_values_of_each_row(rng, device):
     assert torch.equal(after[:, :, r:], before[:, :, r:])
 
 
+@pytest.mark.parametrize("rounds", [0, 3])
+def test_drift_programs_store_their_tiles_or_sum_them(rng, device, rounds):
+    block, tiles, programs = 8, 7, 3  # uneven: programs 0 takes 3 tiles, the others 2
+    src = torch.rand(tiles * block, generator=rng) + 0.5
+    stored = torch.zeros(tiles * block).to(device)
+    k.drift_kernel[(programs,)](src.to(device), stored, tiles, BLOCK=block, ROUNDS=rounds, STORE=1)
+    np.testing.assert_allclose(stored.cpu().double().numpy(), k.tile_work_reference(src, rounds).numpy(),
+                               rtol=1e-6)
+    sums = torch.zeros(programs + 5).to(device)
+    k.drift_kernel[(programs,)](src.to(device), sums, tiles, BLOCK=block, ROUNDS=rounds, STORE=0)
+    want = k.drift_reference(src, programs, block, rounds)
+    np.testing.assert_allclose(sums[:programs].cpu().double().numpy(), want.numpy(), rtol=1e-5)
+    assert np.all(sums[programs:].cpu().numpy() == 0)  # one sum per program, nothing else written
+
+
 def test_scattered_tile_order_visits_every_tile_once_in_groups_of_row_tiles():
     order = k.scattered_tile_order(num_pid_m=5, num_pid_n=3, group_m=2)
     assert sorted(map(tuple, order)) == [(m, n) for m in range(5) for n in range(3)]
