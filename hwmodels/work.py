@@ -93,6 +93,13 @@ class Work:
         if self.threads_per_workgroup <= 0:
             raise ValueError(f"threads_per_workgroup must be positive, got {self.threads_per_workgroup}")
 
+    def value_key(self) -> tuple:
+        """Every field as one hashable value, the FLOP mapping as its (dtype, FLOP) pairs in order: launches with equal
+        keys are timed alike (bit for bit), so a memo of launch times may be keyed by it. The kernels that describe
+        a launch differ more often than the launches do (a split-KV merge is the same for every history length)."""
+        fields = self.__dict__
+        return (tuple(self.flop_by_dtype.items()), *[fields[name] for name in _KEYED_FIELDS])
+
     @classmethod
     def nothing(cls, family: Family | None = None) -> Work:
         """The identity of `+`: no launches, no work (start value for `sum`)."""
@@ -153,3 +160,6 @@ def _sum_family(a: Work, b: Work) -> Family | None:
     if b.launches == 0:
         return a.family if b.family in (None, a.family) else None
     return a.family if a.family == b.family else None
+
+
+_KEYED_FIELDS = tuple(name for name in Work.__dataclass_fields__ if name != "flop_by_dtype")

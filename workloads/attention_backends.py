@@ -249,6 +249,11 @@ def mla_splits(backend: MlaBackend, gpu: GPU, contexts: Sequence[int], heads: in
         valid = ", ".join(b.value for b in backends_for(gpu))
         raise ValueError(f"backend {backend.value} does not run on {gpu.name} ({gpu.arch}); valid backends "
                          f"for it: {valid}")
+    return _splits(backend, gpu, ctx, heads, kv_heads)
+
+
+def _splits(backend: MlaBackend, gpu: GPU, ctx: tuple[int, ...], heads: int, kv_heads: int) -> tuple[int, ...]:
+    """`mla_splits` of arguments already checked."""
     splits = _SPLITTERS[backend](gpu, ctx, heads, kv_heads)
     if len(splits) != len(ctx):
         raise RuntimeError(f"{backend.value} gave {len(splits)} counts for {len(ctx)} requests")
@@ -259,7 +264,17 @@ def mla_splits(backend: MlaBackend, gpu: GPU, contexts: Sequence[int], heads: in
 
 def mean_splits(backend: MlaBackend, gpu: GPU, contexts: Sequence[int], heads: int, kv_heads: int = 1) -> int:
     """The batch's mean partitions per request, rounded half up, at least 1 (for callers that take one number)."""
-    splits = mla_splits(backend, gpu, contexts, heads, kv_heads)
+    return _rounded_mean(mla_splits(backend, gpu, contexts, heads, kv_heads))
+
+
+def batch_mean_splits(backend: MlaBackend, gpu: GPU, contexts: tuple[int, ...], heads: int) -> int:
+    """`mean_splits` of a deployment's own decode batch, without the argument checks that cost more than the
+    heuristic: its backend was checked against its GPU when the deployment was built (`Deployment`), and the serving
+    loop's histories and head counts are positive integers. A test holds the two equal."""
+    return _rounded_mean(_splits(backend, gpu, contexts, heads, 1))
+
+
+def _rounded_mean(splits: tuple[int, ...]) -> int:
     return max(1, math.floor(sum(splits) / len(splits) + 0.5))
 
 

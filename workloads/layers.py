@@ -15,7 +15,7 @@ from typing import TypeVar
 from hwmodels.dtypes import Dtype
 from hwmodels.spec import GPU
 from workloads import tiles
-from workloads.attention_backends import MlaBackend, default_mla_backend, mean_splits
+from workloads.attention_backends import MlaBackend, batch_mean_splits, default_mla_backend
 from workloads.collectives import Collective, CollectiveOp
 from workloads.deployment import AITER_GENERIC_FP8_TILES, AUTO_SPLITS, Deployment
 from workloads.kernel_base import KernelKind, cdiv
@@ -218,7 +218,7 @@ def auto_mla_splits(backend: MlaBackend, gpu: GPU, histories: tuple[int, ...], h
     if key not in _SPLITS:
         if len(_SPLITS) >= _SPLITS_KEPT:
             _SPLITS.clear()
-        _SPLITS[key] = mean_splits(backend, gpu, histories, heads)
+        _SPLITS[key] = batch_mean_splits(backend, gpu, histories, heads)
     return _SPLITS[key]
 
 

@@ -573,7 +573,7 @@ def blas_gemm(gpu: GPU, m: int, n: int, k: int, dtype: Dtype = Dtype.BF16,
               pinned: Mapping[str, int] | None = None) -> Gemm:
     """A GEMM as a BLAS would run it on `gpu` (`gemm_config`'s tiles, stages and split, the fields in `pinned`
     held); one shared object per shape and tile limits, as a step's layers repeat their projections."""
-    held = tuple(sorted(_pinned(pinned, _SHAPED_FIELDS).items()))
+    held = tuple(sorted(_pinned(pinned, _SHAPED_FIELDS).items())) if pinned else ()
     return _blas_gemm(_limits(gpu), int(m), int(n), int(k), Dtype(dtype), held)
 
 

@@ -111,6 +111,7 @@ class StepParts:
             if _launch_free(deployment, calib) != _launch_free(launched_apart.deployment, launched_apart.calib):
                 raise ValueError("parts are shared only between timings that differ in how kernels launch")
             self._timed.busy, self._built = launched_apart._timed.busy, launched_apart._built
+            self._timed.launch_busy = launched_apart._timed.launch_busy
         self._token_sums: dict[tuple[int, int], tuple[float, float]] = {}  # by (tokens, sampled)
 
     def total_s(self, chunks: Chunks, decodes: tuple[int, ...], verifies: tuple[int, ...], drafts: int,

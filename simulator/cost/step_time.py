@@ -16,6 +16,8 @@ from compiled.launch_time import launch_works
 from hwmodels.calibration import Calibration
 from hwmodels.interconnect import Fabric
 from hwmodels.roofline import kernel_busy, launch_overhead_s
+from hwmodels.spec import GPU
+from hwmodels.work import Work
 from simulator.cost.collective_policy import collective_time
 from simulator.cost.workgroup_des import dispatch_s
 from workloads.codecs import Codec
@@ -49,6 +51,8 @@ class TimedItems:
     # (family, busy seconds, launched through Triton's launcher) of each launch of a kernel (`kernel_busy`): the
     # same in every launch mode, so the memos of one deployment's graph and eager timings may share it
     busy: dict[KernelKind, list[tuple[str, float, bool]]] = field(default_factory=dict)
+    # `kernel_busy` seconds of each launch by its `Work.value_key`: distinct kernels often launch the same work
+    launch_busy: dict[tuple, float] = field(default_factory=dict)
 
 
 def timed_items(plan: StepPlan, fabric: Fabric, calib: Calibration, quickreduce: Codec | None = None,
@@ -65,7 +69,7 @@ def timed_items(plan: StepPlan, fabric: Fabric, calib: Calibration, quickreduce:
                 busy = timed.busy.get(item.kernel)
                 if busy is None:
                     busy = timed.busy[item.kernel] = [
-                        (w.family.value if w.family else "other", kernel_busy(w, d.gpu, calib, dispatch_s).time_s,
+                        (w.family.value if w.family else "other", _busy_s(w, d.gpu, calib, timed.launch_busy),
                          w.triton_launch and w.workgroups > 0) for w in launch_works(item.kernel, d.gpu)]
                 # as `kernel_time` adds them: the busy time, then the launch in the deployment's mode
                 launched = timed.kernels[item.kernel] = [
@@ -78,6 +82,15 @@ def timed_items(plan: StepPlan, fabric: Fabric, calib: Calibration, quickreduce:
                 result = collective_time(c, fabric, d.gpu, calib, mode=mode, quickreduce=quickreduce)
                 launched = timed.collectives[key] = [(f"{c.op.value}:{result.algorithm.value}", result.time_s)]
         yield item, launched
+
+
+def _busy_s(work: Work, gpu: GPU, calib: Calibration, memo: dict[tuple, float]) -> float:
+    """`kernel_busy` seconds of one launch, memoized by the launch's value."""
+    key = work.value_key()
+    busy_s = memo.get(key)
+    if busy_s is None:
+        busy_s = memo[key] = kernel_busy(work, gpu, calib, dispatch_s).time_s
+    return busy_s
 
 
 def time_plan(plan: StepPlan, fabric: Fabric, calib: Calibration, quickreduce: Codec | None = None,

@@ -187,3 +187,28 @@ def test_a_gpu_without_a_probe_takes_the_h200s_memory_curve_relative_to_its_own_
     with pytest.raises(FieldError, match=r"must be in \[1, 4\], got 0.5") as raised:
         replace(b200, mlp_latency_ratio=0.5)
     assert raised.value.key == "mlp_latency_ratio"
+
+
+def test_a_launchs_value_key_tells_apart_every_field_and_equal_launches_share_it():
+    from dataclasses import fields
+
+    from hwmodels.program import Program
+
+    base = Work({Dtype.BF16: 1e9, Dtype.FP32: 2e6}, 3e6, 1e6, workgroups=64, threads_per_workgroup=256,
+                family=Family.MLA_DECODE, program=Program(trips=4, trip_load_bytes=4096))
+    same = Work(dict(base.flop_by_dtype), 3e6, 1e6, workgroups=64, threads_per_workgroup=256,
+                family=Family.MLA_DECODE, program=Program(trips=4, trip_load_bytes=4096))
+    assert same is not base and same.value_key() == base.value_key()
+    changed = {"flop_by_dtype": {Dtype.BF16: 1e9, Dtype.FP32: 3e6}, "read_bytes": 4e6, "write_bytes": 2e6,
+               "workgroups": 65, "threads_per_workgroup": 128, "lds_bytes_per_workgroup": 1024,
+               "registers_per_thread": 64, "launches": 2, "family": Family.GEMM, "flop_per_workgroup": 1e7,
+               "flop_heaviest_workgroup": 2e7, "memory_workgroups": 8, "bytes_per_workgroup": 1e5,
+               "warp_instructions_per_workgroup": 100.0, "program": Program(trips=5, trip_load_bytes=4096),
+               "triton_launch": True, "grouped_library": True, "grouped_tail_groups": 3, "exiting_workgroups": 7}
+    assert set(changed) == {f.name for f in fields(Work)}  # a new field must be added here, and to the key
+    for name, value in changed.items():
+        assert replace(base, **{name: value}).value_key() != base.value_key(), name
+    # the mapping's order is part of the key: the FLOP are summed in that order
+    assert Work({Dtype.FP32: 2e6, Dtype.BF16: 1e9}, 3e6, 1e6, 64, 256).value_key() != \
+        Work({Dtype.BF16: 1e9, Dtype.FP32: 2e6}, 3e6, 1e6, 64, 256).value_key()
+

@@ -10,6 +10,7 @@ from hwmodels.spec import load_gpu, spec_names
 from workloads.attention_backends import (
     MlaBackend,
     backends_for,
+    batch_mean_splits,
     default_mla_backend,
     mean_splits,
     mla_splits,
@@ -193,6 +194,15 @@ def test_counts_fit_the_kernel_model(gpu, contexts):
         n = mean_splits(backend, spec, contexts, 16)
         context = min(contexts)
         MlaDecode(seqs=len(contexts), context=context, heads=16, num_splits=min(n, context))
+
+
+@pytest.mark.parametrize("gpu", spec_names("gpus"))
+def test_the_serving_loops_unchecked_mean_is_the_checked_one(gpu):
+    spec = load_gpu(gpu)
+    for backend in backends_for(spec):
+        for contexts in ((1,), (7, 3000), (1 * K,) * 8, (128 * K, 1, 64), (5 * K,) * 64):
+            for heads in (16, 36, 128):
+                assert batch_mean_splits(backend, spec, contexts, heads) == mean_splits(backend, spec, contexts, heads)
 
 
 def test_mean_rounds_half_up():

@@ -16,7 +16,7 @@ from simulator.cost.step_time import step_total_s, time_plan
 from workloads.deployment import Deployment, KernelOptions
 from workloads.layers import build_step
 from workloads.model import load_model
-from workloads.step import Batch, Depends, PrefillChunk
+from workloads.step import Batch, Depends, PrefillChunk, StepItem, StepPlan
 
 GPU = load_gpu("h200")
 FABRIC = build_fabric(load_platform("h200-8"), GPU)
@@ -183,6 +183,7 @@ def test_graph_and_eager_timings_share_items_and_busy_times_and_each_equals_its_
     times = [shared.cycle_s(s) for s in shapes]
     assert shared._eager_parts._built is shared.parts._built
     assert shared._eager_parts._timed.busy is shared.parts._timed.busy
+    assert shared._eager_parts._timed.launch_busy is shared.parts._timed.launch_busy
     # the same shapes, each timed by a cost that has seen nothing else, give the same floats
     assert times == [CycleCost(K3, K3_FABRIC, K3_CALIB, drafts=2, launches=policy).cycle_s(s) for s in shapes]
     assert times[1] > times[0]  # the mixed step runs eagerly, at the engine's host cost per launch
@@ -194,3 +195,24 @@ def test_parts_share_only_with_a_timing_that_differs_in_how_kernels_launch():
         StepParts(replace(K3, options=KernelOptions(mla_num_splits=4)), K3_FABRIC, K3_CALIB, launched_apart=graph)
     eager = replace(K3, options=replace(K3.options, launch=LaunchMode.EAGER))
     StepParts(eager, K3_FABRIC, replace(K3_CALIB, launch_eager_s=29e-6), launched_apart=graph)
+
+
+def test_launches_of_equal_work_are_timed_once_at_kernel_busys_value():
+    from hwmodels.roofline import kernel_busy
+    from simulator.cost.step_time import TimedItems, timed_items
+    from simulator.cost.workgroup_des import dispatch_s
+    from workloads.attention_kernels import MlaDecode
+
+    # two histories in the same number of whole splits: different kernels, the same split-KV merge launch
+    kernels = [MlaDecode(seqs=8, context=c, heads=16, num_splits=4) for c in (30000, 30100)]
+    assert kernels[0] != kernels[1] and kernels[0].launches()[-1] == kernels[1].launches()[-1]
+    timed = TimedItems()
+    items = tuple(StepItem(1, "mla.decode", Depends.DECODE_HISTORY, kernel=k) for k in kernels)
+    launched = [times for _, times in timed_items(StepPlan(K3, Batch(decodes=(1,)), items), K3_FABRIC, K3_CALIB,
+                                                 timed=timed)]
+    assert len(timed.launch_busy) == 3  # two split launches, one merge
+    for kernel in kernels:
+        assert [busy for _, busy, _ in timed.busy[kernel]] == [
+            kernel_busy(w, K3.gpu, K3_CALIB, dispatch_s).time_s for w in kernel.launches()]
+    assert launched[0][-1] == launched[1][-1]
+
