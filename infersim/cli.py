@@ -257,7 +257,9 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument("--rows", action="store_true",
                      help="with --hw or --published: also every row, measured beside predicted")
     val.add_argument("--write-report", action="store_true",
-                     help="regenerate validation/REPORT.md and validation/report_<hw>.html (the plotly figure)")
+                     help="with --hw: regenerate validation/REPORT.md and validation/report_<hw>.html (the plotly "
+                          "figure); with --serving: validation/published/serving_summary.json, the per-GPU errors "
+                          "`infersim run` shows")
     val.add_argument("--links", default=None, metavar="PLATFORM",
                      help="instead: the collective-library calibration's error on the measured NCCL sweep, e.g. h200-2")
     val.add_argument("--refit", action="store_true", help="with --links: fit the calibration again and write it")
@@ -483,6 +485,11 @@ def _run_scenario(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     vllm_bench.check_aliases(scenario, aliases)
     result, replicate_files = ((run_with_progress(scenario), {}) if seeds == 1
                                else run_replicates(scenario, seeds, jobs))
+    from simulator.simulate import deployment_of
+    from validation.serving import published_check
+
+    # the error bar of the GPU's end-to-end model: the published serving points on it, as validate last scored them
+    result.summary["published_serving_check"] = published_check(deployment_of(scenario).gpu.name)
     vllm = (vllm_bench.vllm_result(result, result_options)
             if args.output_format == "vllm" or args.vllm_save_result else None)
     if args.out is not None:

@@ -28,8 +28,10 @@ def validate_command(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
         raise ValueError("--platform and --html go with --serving")
     if args.rows and not (args.hw or args.published):
         raise ValueError("--rows goes with --hw GPU or --published")
-    if args.write_report and not args.hw:
-        raise ValueError("--write-report goes with --hw GPU")
+    if args.write_report and not (args.hw or args.serving):
+        raise ValueError("--write-report goes with --hw GPU or --serving")
+    if args.write_report and args.serving and args.platform:
+        raise ValueError("--write-report with --serving summarizes every platform: leave out --platform")
     if args.refit and not args.links:
         raise ValueError("--refit goes with --links PLATFORM")
     if args.links:
@@ -41,7 +43,8 @@ def validate_command(args: argparse.Namespace) -> tuple[dict[str, Any], str]:
     if args.published:
         return published_query(rows=args.rows), "Predicted vs the published all-reduce, fused-MoE and FP8 GEMM tables"
     if args.serving:
-        return serving_query(args.platform, args.html), "Predicted vs published end-to-end serving results"
+        return (serving_query(args.platform, args.html, args.write_report),
+                "Predicted vs published end-to-end serving results")
     return validate_query(args.hw, args.write_report, rows=args.rows), f"Predicted vs measured on {args.hw}"
 
 
@@ -116,9 +119,12 @@ def published_query(rows: bool = False) -> dict[str, Any]:
     return result
 
 
-def serving_query(platforms: list[str] | None = None, html: str | None = None) -> dict[str, Any]:
+def serving_query(platforms: list[str] | None = None, html: str | None = None, write_summary: bool = False
+                  ) -> dict[str, Any]:
     """Every published serving configuration the simulator stands for, simulated (a progress line on stderr), with
-    the error of throughput per GPU, median TPOT and median TTFT per platform; the rows left out, with why."""
+    the error of throughput per GPU, median TPOT and median TTFT per platform; the rows left out, with why.
+    `write_summary`: also rewrite `validation/published/serving_summary.json`, the per-platform errors that
+    `infersim run` shows for its GPU."""
     from infersim.output_paths import write_target
     from infersim.progress import CountProgress
     from validation import serving
@@ -142,9 +148,15 @@ def serving_query(platforms: list[str] | None = None, html: str | None = None) -
         "left_out": [{"row": index, "configuration": label, "why": why} for index, label, why in left
                      if not platforms or label.split()[0] in platforms],
     }
-    if target is not None:
-        from hwmodels.output_files import write_text_atomic
+    from hwmodels.output_files import write_text_atomic
 
+    written = []
+    if target is not None:
         write_text_atomic(target, serving.figure_html(compared))
-        result["written"] = [str(target)]
+        written.append(str(target))
+    if write_summary:
+        write_text_atomic(serving.SUMMARY, serving.summary_json(compared))
+        written.append(str(serving.SUMMARY.relative_to(serving.SUMMARY.parents[2])))
+    if written:
+        result["written"] = written
     return result

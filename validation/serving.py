@@ -33,6 +33,9 @@ from workloads.attention_backends import ENGINES
 from workloads.model import load_model
 
 TABLE = Path(__file__).parent / "published" / "serving.csv"
+# `summary` of every point, as `infersim validate --serving --write-report` last wrote it: what `infersim run` shows
+# as the end-to-end check of a scenario's GPU (a slow test holds it equal to a fresh run)
+SUMMARY = Path(__file__).parent / "published" / "serving_summary.json"
 # SGLang images whose AITER holds only its generic gfx942 config of the Triton block-scaled FP8 GEMM: v0.5.9's
 # ROCm image carries AITER v0.1.10.post3 (SemiAnalysisAI/InferenceX perf-changelog.yaml, PR #816; sglang
 # docker/rocm.Dockerfile), before the tuned gfx942 configs of ROCm/aiter PR #2024 (`kernels.fp8_gemm_configs`)
@@ -278,6 +281,28 @@ def summary(rows: Sequence[ServingComparison]) -> list[dict[str, object]]:
                 "median_signed_pct": statistics.median(errors)}
         out.append(entry)
     return out
+
+
+def summary_json(rows: Sequence[ServingComparison]) -> str:
+    """The per-platform summary of every point, as `SUMMARY` holds it."""
+    import json
+
+    return json.dumps({"table": TABLE.name, "command": "infersim validate --serving", "platforms": summary(rows)},
+                      indent=1, allow_nan=False) + "\n"
+
+
+def published_check(gpu: str) -> dict[str, object] | None:
+    """The end-to-end check of `gpu` from `SUMMARY`: published points, their models, and per metric the median and p90
+    |error| and the median signed error (%); None when no published point runs on it."""
+    import json
+
+    for entry in json.loads(SUMMARY.read_text())["platforms"]:
+        if entry["platform"] == gpu:
+            return {"gpu": gpu, "points": entry["points"], "models": entry["models"],
+                    **{f"{metric}_{key}": round(value, 1) for metric in METRICS if metric in entry
+                       for key, value in entry[metric].items() if key != "points"},
+                    "command": f"infersim validate --serving --platform {gpu}"}
+    return None
 
 
 def figure_html(rows: Sequence[ServingComparison]) -> str:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+from pathlib import Path
 
 import pytest
 
@@ -143,3 +144,44 @@ def test_sglang_aiter_at_sixteen_heads_over_a_bf16_cache_runs_the_non_persistent
     bf16 = {**row, "recipe_flags": row["recipe_flags"].replace("--kv-cache-dtype fp8_e4m3", "")}
     assert serving.scenario_sets(row)["kernels.mla_backend"] == "aiter-persistent"
     assert serving.scenario_sets(bf16)["kernels.mla_backend"] == "aiter"  # DeepSeek-R1 at TP8: 16 heads
+
+
+def test_the_shipped_summary_covers_every_platform_with_its_points_and_run_shows_the_gpus_check():
+    shipped = json.loads(serving.SUMMARY.read_text())
+    kept, _ = serving.points()
+    counts = {gpu: sum(1 for p in kept if p.platform == gpu) for gpu in {p.platform for p in kept}}
+    by_platform = {entry["platform"]: entry for entry in shipped["platforms"]}
+    # every point the table stands for is scored (none refused), per platform and in all
+    assert {gpu: by_platform[gpu]["points"] for gpu in counts} == counts
+    assert by_platform["all"]["points"] == len(kept)
+    check = serving.published_check("mi355x")
+    entry = by_platform["mi355x"]
+    assert check["points"] == entry["points"] and check["models"] == ["deepseek-r1"]
+    for metric in serving.METRICS:
+        assert check[f"{metric}_median_abs_pct"] == round(entry[metric]["median_abs_pct"], 1)
+        assert check[f"{metric}_p90_abs_pct"] >= check[f"{metric}_median_abs_pct"] > 0
+    assert serving.published_check("b300") is None  # no published point runs on it
+
+
+def test_run_reports_the_published_check_of_its_gpu(capsys):
+    from infersim.cli import main
+
+    assert main(["run", "--set", "workload.duration_s=20", "--json"]) == 0
+    check = json.loads(capsys.readouterr().out)["published_serving_check"]
+    assert check == serving.published_check("mi355x") and check["points"] >= 10
+    b300 = Path(serving.__file__).parents[1] / "simulator" / "scenarios" / "study" / "kimi-k3-b300.yaml"
+    assert main(["run", str(b300), "--set", "workload.duration_s=20", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["published_serving_check"] is None
+
+
+def test_write_report_with_serving_summarizes_every_platform_only():
+    from infersim.cli import main
+
+    assert main(["validate", "--serving", "--platform", "h200", "--write-report"]) == 2
+
+
+@pytest.mark.slow
+def test_the_shipped_summary_is_what_validate_scores_now():
+    compared, _ = serving.compare()
+    assert serving.summary_json(compared) == serving.SUMMARY.read_text(), (
+        "the model moved: run `infersim validate --serving --write-report` and commit the summary")
