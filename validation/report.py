@@ -72,8 +72,8 @@ def compare_heldout(hw: str) -> list[Comparison]:
     from validation import heldout
 
     rows = []
-    for draw in heldout.DRAWS:
-        for suite in heldout.RECORDED[draw]:
+    for draw, recorded in heldout.RECORDED.get(hw, {}).items():
+        for suite in recorded:
             path = DATA_DIR / hw / heldout.csv_name(suite, draw)
             if path.exists():
                 rows += compare_suite(path, hw, suite)

@@ -19,9 +19,11 @@ def test_the_draw_is_fixed_and_held_out(suite):
     assert heldout.cases(suite, seed=heldout.SEED + 1) != drawn  # the seed, not a list, chose them
 
 
-@pytest.mark.parametrize(("suite", "draw"), [(s, d) for d in heldout.DRAWS for s in heldout.RECORDED[d]])
-def test_the_recorded_csv_is_the_draw(suite, draw):
-    path = DATA_DIR / "h200" / heldout.csv_name(suite, draw)
+@pytest.mark.parametrize(("gpu", "suite", "draw"),
+                         [(g, s, d) for g, draws in heldout.RECORDED.items() for d, ss in draws.items() for s in ss])
+def test_the_recorded_csv_is_the_draw(gpu, suite, draw):
+    assert draw in heldout.DRAWS
+    path = DATA_DIR / gpu / heldout.csv_name(suite, draw)
     with path.open(newline="") as handle:
         rows = list(csv.DictReader(handle))
     shape = suites.shape_columns(suite)

@@ -19,9 +19,12 @@ from validation import measure_output, suites
 from validation.suites import gemm
 
 DATA_DIR = ROOT / "validation" / "data" / "h200"
+# Every one-GPU folder's rows keep the contract (data/h100/ holds a held-out draw and two probes measured on an H100)
+GPU_DIRS = (DATA_DIR, ROOT / "validation" / "data" / "h100")
 # The suites' CSVs; the probes' (probe_*.csv) have their own columns, checked below.
-CSV_PATHS = sorted(p for p in DATA_DIR.glob("*.csv") if not p.name.startswith("probe_"))
-PROBE_PATHS = sorted(DATA_DIR.glob("probe_*.csv"))
+CSV_PATHS = sorted(p for d in GPU_DIRS for p in d.glob("*.csv") if not p.name.startswith("probe_"))
+PROBE_PATHS = sorted(p for d in GPU_DIRS for p in d.glob("probe_*.csv"))
+H200_PROBE_PATHS = sorted(DATA_DIR.glob("probe_*.csv"))
 
 REQUIRED = (
     "kernel",
@@ -56,10 +59,17 @@ def _read(path: Path) -> tuple[list[str], list[dict[str, str]]]:
 
 
 def test_every_suite_has_a_csv():
-    assert {p.stem for p in CSV_PATHS} >= set(suites.NAMES)
+    assert {p.stem for p in DATA_DIR.glob("*.csv")} >= set(suites.NAMES)
 
 
-@pytest.mark.parametrize("path", CSV_PATHS, ids=lambda p: p.name)
+def test_the_h100_provenance_names_every_csv():
+    folder = GPU_DIRS[1]
+    text = (folder / "PROVENANCE.md").read_text()
+    undocumented = [p.name for p in folder.glob("*.csv") if f"`{p.name}`" not in text]
+    assert not undocumented, f"{folder.name}/PROVENANCE.md does not name {undocumented}"
+
+
+@pytest.mark.parametrize("path", CSV_PATHS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_csv_has_required_columns_and_rows(path):
     header, rows = _read(path)
     missing = [c for c in (*REQUIRED, *SHAPE.get(path.stem, ())) if c not in header]
@@ -67,7 +77,7 @@ def test_csv_has_required_columns_and_rows(path):
     assert rows, f"{path.name} has no rows"
 
 
-@pytest.mark.parametrize("path", CSV_PATHS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", CSV_PATHS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_times_positive_finite_and_ordered(path):
     _, rows = _read(path)
     for i, row in enumerate(rows, start=2):
@@ -78,7 +88,7 @@ def test_times_positive_finite_and_ordered(path):
         assert int(row["repeats"]) >= 5, f"{path.name} line {i}: repeats {row['repeats']}"
 
 
-@pytest.mark.parametrize("path", CSV_PATHS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", CSV_PATHS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_provenance_and_modes(path):
     _, rows = _read(path)
     for i, row in enumerate(rows, start=2):
@@ -95,10 +105,10 @@ def test_every_probe_has_a_csv():
     from validation import probes
 
     one_gpu = [name for name in probes.PROBES if name not in (*probes.MULTI_GPU_PROBES, *probes.PENDING_PROBES)]
-    assert {p.name for p in PROBE_PATHS} == {probes.csv_name(name) for name in one_gpu}
+    assert {p.name for p in H200_PROBE_PATHS} == {probes.csv_name(name) for name in one_gpu}
 
 
-@pytest.mark.parametrize("path", PROBE_PATHS, ids=lambda p: p.name)
+@pytest.mark.parametrize("path", PROBE_PATHS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_probe_csvs_have_their_columns_times_and_provenance(path):
     from validation import probes
 
