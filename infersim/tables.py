@@ -58,12 +58,18 @@ def print_result(title: str, result: Mapping[str, Any]) -> None:
             table = Table(title=key, show_header=False)
             table.add_column("key", style="bold")
             table.add_column("value")
+            records = []  # a list of records inside the mapping (a held-out grid's families) gets its own table
             for sub_key, sub_value in value.items():
+                if isinstance(sub_value, list) and sub_value and isinstance(sub_value[0], Mapping):
+                    records.append((f"{key}: {sub_key}", sub_value))
+                    continue
                 # a value's unit is its own key's, except in a by-datatype table, which shares its parent's
                 unit_key = key.removesuffix("_by_dtype") if key.endswith("_by_dtype") else str(sub_key)
                 shown = human(unit_key, sub_value) if key != "sources" else str(sub_value)
                 table.add_row(str(sub_key), shown)
             console.print(table)
+            for title, rows in records:
+                console.print(_records_table(title, rows))
 
 
 def _records_table(title: str, rows: Sequence[Mapping[str, Any]]) -> Any:
