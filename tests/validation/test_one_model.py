@@ -18,7 +18,7 @@ from validation import suites
 from validation.report import DATA_DIR
 from workloads.kernels import KERNEL_KINDS
 
-HW = "h200"
+GPUS = ("h200", "h100")  # the GPUs with measured suite rows (validation/data/<gpu>/)
 # Families validation prices through kernels of its own (not the product's kinds), so no command can be asked the
 # same question; the two-GPU collective rows are not suite rows (test_collective_quickreduce.py holds them to
 # `infersim collective`).
@@ -36,21 +36,22 @@ def _as_product_kernel(kernel) -> bool:
     return KERNEL_KINDS.get(getattr(kernel, "kind", None)) is type(kernel)
 
 
-def _rows():
-    """Every suite row `infersim validate --hw h200` compares (validation/report.py), as its Comparison."""
+def _rows(hw: str):
+    """Every suite row `infersim validate --hw <hw>` compares (validation/report.py), as its Comparison."""
     for suite in suites.NAMES:
-        path = DATA_DIR / HW / f"{suite}.csv"
+        path = DATA_DIR / hw / f"{suite}.csv"
         if not path.exists():
             continue
         with path.open(newline="") as handle:
             for row in csv.DictReader(handle):
-                yield suite, suites.load(suite).compare(row, HW)
+                yield suite, suites.load(suite).compare(row, hw)
 
 
-def test_every_row_that_prices_product_kernels_is_what_infersim_kernel_predicts():
+@pytest.mark.parametrize("hw", GPUS)
+def test_every_row_that_prices_product_kernels_is_what_infersim_kernel_predicts(hw):
     replayed: dict[str, int] = {}
     other: set[str] = set()
-    for _, comparison in _rows():
+    for _, comparison in _rows(hw):
         kernels = comparison.kernels
         if not kernels or not all(_as_product_kernel(k) for k in kernels):
             other.add(comparison.group)
@@ -61,7 +62,7 @@ def test_every_row_that_prices_product_kernels_is_what_infersim_kernel_predicts(
             # (MLA's uneven `contexts`) is what leaving it out means
             params = {f.name: _text(getattr(kernel, f.name)) for f in dataclasses.fields(kernel)
                       if f.init and getattr(kernel, f.name) != ()}
-            total_s += kernel_query(HW, kernel.kind, params, launch=comparison.mode)["time_s"]
+            total_s += kernel_query(hw, kernel.kind, params, launch=comparison.mode)["time_s"]
         assert total_s == comparison.predicted_s, (comparison.group, comparison.label, comparison.mode)
         replayed[comparison.group] = replayed.get(comparison.group, 0) + 1
     assert {g for g in other if g not in replayed} <= NOT_YET_ONE_MODEL, sorted(other - NOT_YET_ONE_MODEL)
