@@ -15,6 +15,7 @@ from hwmodels.calibration import load_calibration
 from hwmodels.dtypes import Dtype
 from hwmodels.spec import CYCLE_MODEL_FIELDS, GPU, SPEC_DIR, Platform, load_gpu, load_platform, spec_names
 from hwmodels.specfile import SpecError, load_record
+from hwmodels.units import spellings
 from hwmodels.work import Family
 
 GPUS = spec_names("gpus")
@@ -294,3 +295,19 @@ def test_zero_or_infinite_cycle_model_constant_is_named(write_yaml, bad):
     problem = r"dram_latency_s: must be positive and finite|dram_latency_ns: value must be a finite number"
     with pytest.raises(SpecError, match=rf"spec\.yaml: ({problem})"):
         _load(raw, write_yaml)
+
+
+def test_the_h100_takes_the_h200_probes_for_their_shared_die():
+    """H100 and H200 SXM are one GH100 die (132 SMs, 50 MB L2) with different HBM stacks: where the H200's probes
+    measured the SM, its path to L2, L2 or the front end, the H100's spec holds the same value and says so; what
+    HBM sets (its bandwidth, capacity) differs."""
+    h100, h200 = load_gpu("h100"), load_gpu("h200")
+    shared = ("cu_bandwidth_bytes_per_s", "l2_bandwidth_bytes_per_s", "kernel_floor_s", "launch_graph_node_s",
+              "workgroup_dispatch_s", "dram_load_granule_bytes", "partial_sector_store_factor", "l2_short_row_s",
+              "async_copy_latency_alone", "xu_issue_cycles", "shfl_issue_cycles", "imad_issue_cycles",
+              "mma_latency_cycles", "shuffle_latency_cycles", "reduction_latency_cycles")
+    for field in shared:
+        assert getattr(h100, field) == pytest.approx(getattr(h200, field), rel=5e-3), field
+        key = next(k for k in spellings(field) if k in h100.sources)
+        assert "H200 probe" in h100.sources[key], (field, h100.sources[key])
+    assert h100.hbm_bandwidth_bytes_per_s < 0.75 * h200.hbm_bandwidth_bytes_per_s

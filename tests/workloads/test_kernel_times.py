@@ -146,12 +146,12 @@ def test_kda_verify_narrow_tiles_run_faster_on_the_mi355x_in_the_cycle_model():
     for mode in LaunchMode:
         assert product(narrow, mode) < product(WIDE_VERIFY, mode)
     # the H200 merges these 3 MiB of stores in its L2 and passes the 16-byte pieces at its measured rate; a GPU
-    # without that rate measured (the H100) pays partial sectors at HBM
+    # without that rate measured (the B200) pays partial sectors at HBM
     (work,) = narrow.launches()
-    h200, h100 = load_gpu("h200"), load_gpu("h100")
+    h200, b200 = load_gpu("h200"), load_gpu("b200")
     assert work.program.sector_factor(load_gpu("mi355x")) == work.program.sector_factor(h200) == 1.0
-    assert work.program.sector_factor(h100) > 1.0
-    assert work.program.short_rows_s(h200, work.workgroups) > 0 == work.program.short_rows_s(h100, work.workgroups)
+    assert work.program.sector_factor(b200) > 1.0
+    assert work.program.short_rows_s(h200, work.workgroups) > 0 == work.program.short_rows_s(b200, work.workgroups)
     (big,) = replace(narrow, seqs=512).launches()  # 3.3 GB of states: more than the cache holds
     assert big.program.sector_factor(load_gpu("mi355x")) > 1.0
 
