@@ -1,8 +1,9 @@
 """REPORT.md and its plotly figure: generated from the recorded rows, never written by hand.
 
-`infersim validate --hw h200 --write-report` rewrites `validation/REPORT.md` and `validation/report_<hw>.html`;
-a test regenerates the Markdown and fails if the committed file differs, so the report always matches the data
-and the model.
+`infersim validate --hw h200 --write-report` rewrites `validation/REPORT.md` and `validation/report_h200.html`; for
+another GPU with measured rows, `validation/REPORT_<hw>.md` and `validation/report_<hw>.html` (`report_paths`), so
+one GPU's report never overwrites another's. A test regenerates each committed Markdown and fails if it differs,
+so the reports always match the data and the model.
 """
 
 from __future__ import annotations
@@ -144,9 +145,19 @@ def figure(hw: str, rows: Sequence[Comparison]):
     return fig
 
 
+# the GPU whose probes set the model's constants: its report is the repository's REPORT.md
+PRIMARY_HW = "h200"
+
+
+def report_paths(hw: str, folder: Path = REPORT_DIR) -> tuple[Path, Path]:
+    """The Markdown report and the figure of one GPU: REPORT.md for the H200, REPORT_<hw>.md for any other."""
+    name = "REPORT.md" if hw == PRIMARY_HW else f"REPORT_{hw}.md"
+    return folder / name, folder / f"report_{hw}.html"
+
+
 def write_report(hw: str, rows: Sequence[Comparison], folder: Path = REPORT_DIR) -> list[Path]:
-    """Write REPORT.md and report_<hw>.html into `folder`, each atomically."""
-    markdown, chart = folder / "REPORT.md", folder / f"report_{hw}.html"
+    """Write the GPU's Markdown report and report_<hw>.html into `folder` (`report_paths`), each atomically."""
+    markdown, chart = report_paths(hw, folder)
     write_text_atomic(markdown, render_markdown(hw, rows))
     write_text_atomic(chart, figure(hw, rows).to_html(include_plotlyjs=True, full_html=True))
     return [markdown, chart]
