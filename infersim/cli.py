@@ -257,9 +257,9 @@ def _parser() -> argparse.ArgumentParser:
     val.add_argument("--rows", action="store_true",
                      help="with --hw or --published: also every row, measured beside predicted")
     val.add_argument("--write-report", action="store_true",
-                     help="with --hw: regenerate validation/REPORT.md and validation/report_<hw>.html (the plotly "
-                          "figure); with --serving: validation/published/serving_summary.json, the per-GPU errors "
-                          "`infersim run` shows")
+                     help="with --hw: regenerate the GPU's report, validation/REPORT.md for the H200 (REPORT_<hw>.md "
+                          "for another GPU), and validation/report_<hw>.html (the plotly figure); with --serving: "
+                          "validation/published/serving_summary.json, the per-GPU errors `infersim run` shows")
     val.add_argument("--links", default=None, metavar="PLATFORM",
                      help="instead: the collective-library calibration's error on the measured NCCL sweep, e.g. h200-2")
     val.add_argument("--refit", action="store_true", help="with --links: fit the calibration again and write it")
