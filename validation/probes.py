@@ -50,6 +50,9 @@ What each constant is, and its rows:
   stores one warp issues before the SM's shared pipe holds it back (the MIO queue), and the pipe's cycles a
   wavefront for them. Recorded; the SM simulation's queue depth (`compiled.sass_timing.SHARED_QUEUE_CYCLES`) is
   still its assumption: NOTES.md says what the probe shows of it.
+- `lds_latency_cycles` (`probe_lds.csv`): one warp's dependent chain of shared loads, each taking its address from
+  the one before: cycles a load of ldmatrix (four 8x8 matrices, LDSM.16.M88.4); the 32-bit and 128-bit loads and
+  four warps beside it are recorded.
 """
 
 from __future__ import annotations
@@ -106,13 +109,14 @@ _OWN_COLUMNS = {
                  "programs", "bytes_per_sample"), ("bytes_per_s",)),
     "drift": (("mode", "tiles", "block_elems", "num_warps", "rounds", "programs", "bytes_per_sample"),
               ("bytes_per_s",)),
+    "lds": (("form", "num_warps", "steps", "launches"), ("cycles_per_load",)),
 }
 MULTI_GPU_PROBES = ("peer",)  # recorded on two GPUs of one host (data/<gpu>x2/), skipped on one
 # written and runnable, not yet recorded: no CSV is committed, their constants stay None (and the model's
 # assumption stands) until one is
-PENDING_PROBES: tuple[str, ...] = ("scatter", "drift")
+PENDING_PROBES: tuple[str, ...] = ("scatter", "drift", "lds")
 # probes whose rows are cycle counts read inside the kernel (`%clock64`), with no event times: their cycle columns
-CLOCK_PROBES = {"queue": ("issue_cycles", "drain_cycles")}
+CLOCK_PROBES = {"queue": ("issue_cycles", "drain_cycles"), "lds": ("cycles_per_load",)}
 # rows with no event-timed kernel beside what they measure, by (column, value), and the column that holds their
 # measurement instead: the loaded-latency probe's chase alone has no background to time
 UNTIMED_ROWS = {"loaded": (("mode", "alone"), "ns_per_load")}
@@ -193,6 +197,7 @@ class ProbeConstants:
     partial_sector_store_factor: float | None = None
     shared_queue_stores: float | None = None
     shared_store_cycles_per_wavefront: float | None = None
+    lds_latency_cycles: float | None = None
     sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
@@ -643,6 +648,15 @@ def _rows(t: _Table) -> Derived:
     return values, notes
 
 
+# The shared-load chain whose latency the model's one shared class takes: ldmatrix of four matrices, one warp (the
+# mma.sync operands: most of the MLA and KDA loops' shared waits)
+LDS_LATENCY_ROW = {"form": "ldsm_x4", "num_warps": 1}
+
+
+def _lds(t: _Table) -> Derived:
+    return _one(t, "lds_latency_cycles", "cycles_per_load", LDS_LATENCY_ROW, " (a dependent chain)")
+
+
 # probe -> (derivation, columns it reads, constants it sets)
 QUEUE_WAVEFRONTS = 32  # the queue probe's rows that set its constants: every lane of a warp in one bank
 QUEUE_ISSUE_CYCLES = 4  # a store that issues within this many cycles of the one before it went into the queue
@@ -699,6 +713,7 @@ _DERIVATIONS: dict[str, tuple[Callable[[_Table], Derived], tuple[str, ...], tupl
              ("peer_load_latency_s", "peer_read_bandwidth_bytes_per_s", "peer_loaded_latency_s")),
     "queue": (_queue, ("num_warps", "wavefronts_per_store", "stores", "issue_cycles", "drain_cycles"),
               ("shared_queue_stores", "shared_store_cycles_per_wavefront")),
+    "lds": (_lds, ("form", "num_warps", "cycles_per_load"), ("lds_latency_cycles",)),
 }
 
 

@@ -956,6 +956,46 @@ def probe_queue(env: dict, quick: bool) -> list[dict]:
 QUEUE_LAUNCHES = 15
 
 
+LDS_STEPS = 32  # a chain of this many loads and one of twice as many: their difference is the latency of LDS_STEPS
+LDS_WARPS = (1, 4)  # one warp alone; one on each of the SM's four schedulers (the shared pipe is the SM's)
+
+
+def probe_lds(env: dict, quick: bool) -> list[dict]:
+    """Load-to-use latency of shared memory: a dependent chain of shared loads, each taking its address from the
+    one before (`kernels.probes.shared_chain_ptx`), in three forms: a 32-bit load (LDS), a 128-bit one (LDS.128)
+    and ldmatrix of four matrices (LDSM.16.M88.4, the mma.sync operands of the MLA and KDA loops). One program of
+    1 or 4 warps; each thread reads `%clock64` around its chain. Cycles a load: the median over launches of the
+    warps' median span of 2 x LDS_STEPS loads, less that of LDS_STEPS, over LDS_STEPS (the clock reads, the barrier
+    ahead and the store behind cancel). The model's `lds_latency_cycles` prices every shared-memory producer."""
+    import numpy as np
+    import torch
+
+    from companion.bench.timing import DEVICE
+    from companion.kernels import probes as k
+
+    rows = []
+    for form in k.SHARED_CHAIN_FORMS:
+        for warps in LDS_WARPS[:1] if quick else LDS_WARPS:
+            threads = 32 * warps
+            out = torch.zeros(threads, dtype=torch.int64, device=DEVICE)
+            spans = {}
+            for steps in (LDS_STEPS, 2 * LDS_STEPS):
+                ptx = k.shared_chain_ptx(form, steps)
+                values = []
+                for _ in range(3 + QUEUE_LAUNCHES):
+                    k.shared_chain_kernel[(1,)](out, PTX=ptx, THREADS=threads, num_warps=warps)
+                    torch.cuda.synchronize()
+                    values.append(float(np.median(out.cpu().numpy()[::32])))
+                spans[steps] = float(np.median(values[3:]))
+            per_load = (spans[2 * LDS_STEPS] - spans[LDS_STEPS]) / LDS_STEPS
+            if per_load <= 0:
+                raise ProbeError(f"lds {form} warps={warps}: non-positive cycles a load, spans {spans}")
+            rows.append({"form": form, "num_warps": warps, "steps": LDS_STEPS, "launches": QUEUE_LAUNCHES,
+                         "cycles_per_load": per_load})
+            print(f"lds {form} warps={warps}: {per_load:.1f} cycles a load (spans {spans})", flush=True)
+    return rows
+
+
 PEER_CHASE_FOOTPRINT = 256 * MIB  # beyond the peer's L2: every step reaches its HBM over the link
 PEER_CHASE_STEPS = 1024
 PEER_READ_BYTES = 1 * GIB
@@ -1644,7 +1684,7 @@ PROBE_FUNCTIONS: dict[str, Callable[[dict, bool], list[dict]]] = {
     "mma": probe_mma, "smem": probe_smem, "clock": probe_clock, "peer": probe_peer, "grid": probe_grid,
     "rows": probe_rows, "host": probe_host, "queue": probe_queue, "tiles": probe_tiles, "async": probe_async,
     "loaded": probe_loaded, "grouped": probe_grouped, "moetail": probe_moetail, "scatter": probe_scatter,
-    "drift": probe_drift,
+    "drift": probe_drift, "lds": probe_lds,
 }
 if tuple(PROBE_FUNCTIONS) != spec.PROBES:
     raise RuntimeError(f"bench probes {tuple(PROBE_FUNCTIONS)} differ from validation.probes.PROBES {spec.PROBES}")

@@ -619,3 +619,54 @@ def shared_queue_kernel(out_ptr, PTX: tl.constexpr, THREADS: tl.constexpr):
                                              pack=1)
     tl.store(out_ptr + tid, issue)
     tl.store(out_ptr + THREADS + tid, drain)
+
+
+# --- shared-memory load latency ----------------------------------------------------------------------------
+
+# The forms of shared load the chain probe times, as the PTX that loads register `a` from the address in `a`, and
+# the SASS instruction it becomes on sm_90 (checked on the compiled kernel): a 32-bit load (LDS), a 128-bit vector
+# load (LDS.128: the companion kernels' staged tiles), and ldmatrix of four 8x8 b16 matrices (LDSM.16.M88.4: the
+# operands of a warp's mma.sync, the MLA and KDA loops' most frequent shared access).
+SHARED_CHAIN_FORMS = {
+    "lds32": ("ld.volatile.shared.u32 a, [a];", "LDS"),
+    "lds128": ("ld.volatile.shared.v4.u32 {a, x, y, z}, [a];", "LDS.128"),
+    "ldsm_x4": ("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {a, x, y, z}, [a];", "LDSM.16.M88.4"),
+}
+SHARED_CHAIN_WORDS = 128  # 512 bytes: the vector form's 32 slots of 16 bytes; the others use the first 32 words
+
+
+def shared_chain_ptx(form: str, steps: int) -> str:
+    """PTX of one thread of the shared-latency probe: `steps` dependent shared loads of one form, each taking its
+    address from the register the one before it loaded, timed with `%clock64` before the first and after a store
+    of the last result (which waits for it). Output: the cycles; input: the thread's index in the workgroup.
+
+    The table makes every load return its own address. The scalar load: lane l at word l, which holds its own
+    address (32 lanes, 32 banks: one wavefront). The vector load: lane l at 16-byte slot l, whose first word holds
+    the slot's address (512 bytes a warp: four wavefronts, as any LDS.128 of a whole warp). ldmatrix: lane l
+    gives the address of 16-byte row l mod 8 (all four matrices read rows 0-7) and receives word l of matrix 0,
+    which holds the address of row l mod 8: the one it gave. Each lane writes its own word; a barrier follows."""
+    if form not in SHARED_CHAIN_FORMS:
+        raise ValueError(f"unknown shared load form {form!r}; valid: {', '.join(SHARED_CHAIN_FORMS)}")
+    if not 1 <= steps <= 1024:
+        raise ValueError(f"steps must be in 1..1024, got {steps}")
+    load, _ = SHARED_CHAIN_FORMS[form]
+    lines = ["{", f".shared .align 16 .b32 sbuf[{SHARED_CHAIN_WORDS}];", ".reg .u64 t0, t1;",
+             ".reg .u32 a, b, x, y, z, lane, v;", "mov.u32 b, sbuf;", "and.b32 lane, $1, 31;"]
+    if form == "ldsm_x4":  # word `lane` holds the address of row lane mod 8
+        lines += ["and.b32 v, lane, 7;", "mad.lo.u32 v, v, 16, b;", "mad.lo.u32 x, lane, 4, b;",
+                  "st.volatile.shared.u32 [x], v;"]
+    else:  # the lane's own word (scalar) or its slot's first word (vector) holds its own address
+        lines += [f"mad.lo.u32 v, lane, {4 if form == 'lds32' else 16}, b;", "st.volatile.shared.u32 [v], v;"]
+    lines += ["mov.u32 a, v;", "bar.sync 0;", "mov.u64 t0, %clock64;"]
+    lines += [load] * steps
+    lines += [f"st.volatile.shared.u32 [b+{4 * SHARED_CHAIN_WORDS - 4}], a;", "mov.u64 t1, %clock64;",
+              "sub.u64 $0, t1, t0;", "}"]
+    return "\n".join(lines)
+
+
+@triton.jit
+def shared_chain_kernel(out_ptr, PTX: tl.constexpr, THREADS: tl.constexpr):
+    """out[t] = the cycles of thread t's chain (`shared_chain_ptx`)."""
+    tid = tl.arange(0, THREADS)
+    cycles = tl.inline_asm_elementwise(PTX, "=l,r", [tid], dtype=tl.int64, is_pure=False, pack=1)
+    tl.store(out_ptr + tid, cycles)

@@ -140,7 +140,7 @@ def test_table_constants_and_missing_probes(tmp_path):
     # No latency, mlp or l2 CSV here: those constants are None and say why.
     assert c.dram_latency_s is None and "probe_latency.csv not found" in c.sources["dram_latency_s"]
     rows = probes.summary(tmp_path)
-    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 42
+    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 43
     assert c.grid_stride_efficiency is None and "probe_grid.csv not found" in c.sources["grid_stride_efficiency"]
     assert all(r[2] for r in rows)  # every constant has a note, set or not
     assert "kernel_floor_s" in probes.format_summary(rows)
@@ -304,3 +304,65 @@ def test_the_queue_probe_ptx_stores_in_one_bank_and_checks_its_arguments():
     for bad in ((0, 32), (4, 0), (4, 33), (4000, 32)):
         with pytest.raises(ValueError):
             shared_queue_ptx(*bad)
+
+
+def test_lds_latency_is_the_one_warp_ldmatrix_chain(tmp_path, rng):
+    cycles = float(rng.uniform(20, 40))
+    rows = [{"form": "ldsm_x4", "num_warps": 1, "steps": 32, "launches": 15, "cycles_per_load": cycles},
+            {"form": "ldsm_x4", "num_warps": 4, "steps": 32, "launches": 15, "cycles_per_load": cycles + 9},
+            {"form": "lds32", "num_warps": 1, "steps": 32, "launches": 15, "cycles_per_load": cycles - 7}]
+    _write(tmp_path, "lds", rows)
+    c = probes.probe_constants(tmp_path)
+    assert c.lds_latency_cycles == pytest.approx(cycles)
+    assert "ldsm_x4" in c.sources["lds_latency_cycles"]
+    _write(tmp_path, "lds", rows[1:])
+    assert probes.probe_constants(tmp_path).lds_latency_cycles is None
+
+
+@pytest.mark.parametrize("form", ["lds32", "lds128", "ldsm_x4"])
+def test_the_shared_chain_ptx_loads_each_address_from_the_load_before(form):
+    pytest.importorskip("triton")
+    from companion.kernels.probes import SHARED_CHAIN_FORMS, shared_chain_ptx
+
+    steps = int(np.random.default_rng().integers(3, 40))
+    ptx = shared_chain_ptx(form, steps)
+    load, _ = SHARED_CHAIN_FORMS[form]
+    assert ptx.count(load) == steps and ptx.count("%clock64") == 2 and "bar.sync 0;" in ptx
+    # the table each lane writes makes the load return the address it was given (emulated on the words)
+    words = {}
+    for lane in range(32):
+        if form == "ldsm_x4":
+            words[4 * lane] = 16 * (lane % 8)
+        else:
+            slot = 4 * lane if form == "lds32" else 16 * lane
+            words[slot] = slot
+    for lane in range(32):
+        start = 16 * (lane % 8) if form == "ldsm_x4" else (4 if form == "lds32" else 16) * lane
+        if form == "ldsm_x4":  # lane l receives word l of matrix 0, whose rows 0-7 lanes 0-7 name
+            row_address = 16 * (lane // 4)
+            got = words[row_address + 4 * (lane % 4)]
+        else:
+            got = words[start]
+        assert got == start
+    for bad in (("lds64", 4), (form, 0), (form, 2000)):
+        with pytest.raises(ValueError):
+            shared_chain_ptx(*bad)
+
+
+@pytest.mark.parametrize("form", ["lds32", "ldsm_x4"])
+def test_the_shared_chain_compiles_to_a_dependent_chain_of_its_instruction(form):
+    """ptxas keeps every load (volatile) and each takes the register the one before wrote as its address."""
+    pytest.importorskip("triton")
+    import re
+
+    from compiled import triton_build
+    from compiled.companion_sources import _companion
+
+    k = _companion("probes")  # compiled, not interpreted, under the test run's TRITON_INTERPRET
+    build = triton_build.build(k.shared_chain_kernel, {"out_ptr": "*i64", "PTX": "constexpr", "THREADS": "constexpr"},
+                               {"PTX": k.shared_chain_ptx(form, 6), "THREADS": 32}, 1, (), 3,
+                               triton_build.Target("cuda", "sm_90"))
+    op = k.SHARED_CHAIN_FORMS[form][1]
+    loads = re.findall(rf"\b{re.escape(op)} (R\d+), \[(R\d+)\]", build.asm)
+    assert len(loads) == 6
+    assert all(address == before for (_, address), (before, _) in zip(loads[1:], loads[:-1], strict=True))
