@@ -110,11 +110,12 @@ _OWN_COLUMNS = {
     "drift": (("mode", "tiles", "block_elems", "num_warps", "rounds", "programs", "bytes_per_sample"),
               ("bytes_per_s",)),
     "lds": (("form", "num_warps", "steps", "launches"), ("cycles_per_load",)),
+    "mlatrip": (("mode", "splits", "context", "heads", "trips_per_workgroup", "calls", "input_sets"), ()),
 }
 MULTI_GPU_PROBES = ("peer",)  # recorded on two GPUs of one host (data/<gpu>x2/), skipped on one
 # written and runnable, not yet recorded: no CSV is committed, their constants stay None (and the model's
 # assumption stands) until one is
-PENDING_PROBES: tuple[str, ...] = ("scatter", "drift", "lds")
+PENDING_PROBES: tuple[str, ...] = ("scatter", "drift", "lds", "mlatrip")
 # probes whose rows are cycle counts read inside the kernel (`%clock64`), with no event times: their cycle columns
 CLOCK_PROBES = {"queue": ("issue_cycles", "drain_cycles"), "lds": ("cycles_per_load",)}
 # rows with no event-timed kernel beside what they measure, by (column, value), and the column that holds their

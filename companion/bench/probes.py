@@ -1257,6 +1257,65 @@ def probe_drift(env: dict, quick: bool) -> list[dict]:
     return rows
 
 
+MLATRIP_HEADS = 12  # one head block of the companion kernel (16 heads a workgroup): one workgroup a split
+MLATRIP_SPLITS = (1, 16)
+MLATRIP_CONTEXTS = (4096, 16384)  # 4.7 and 18.9 MB of bf16 cache: both inside L2, so a warm replay reads L2 alone
+MLATRIP_CALLS = 20  # calls a graph
+MLATRIP_ROTATION_BYTES = 256 << 20  # cold: input sets rotated through this many bytes, far above L2
+
+
+def probe_mlatrip(env: dict, quick: bool) -> list[dict]:
+    """One sequence of the companion MLA decode kernel (12 heads, one workgroup a split, 32 keys a trip), unsplit
+    and in 16 splits, at two history lengths, its cache read from HBM (`cold`: the graph's calls rotate through
+    input sets far larger than L2) or from L2 (`warm`: every call reads the same set). The difference of the two
+    lengths over the trips between them is a trip of one workgroup alone on its SM: with the cache in L2 mostly
+    the trip's own instructions and waits (the SASS simulation's part), from HBM that plus its wait for 36 KB.
+    The split kernel's trip is measured 0.57 us longer than the unsplit one's, where the model has 0.41 us:
+    this says on which side of the trip the difference lies. Checked against float64 first; CUDA graphs."""
+    import torch
+
+    from companion.bench.timing import DEVICE, bench, capture_graph
+    from companion.kernels.mla_decode import mla_decode, mla_decode_ref
+    from validation.measure_output import summarize
+    from validation.suites.mla_decode import WIDTH
+
+    rows = []
+    for context in MLATRIP_CONTEXTS:
+        set_bytes = context * WIDTH * 2
+        n_cold = -(-MLATRIP_ROTATION_BYTES // set_bytes)
+        sets = [(torch.randn(1, MLATRIP_HEADS, WIDTH, device=DEVICE, dtype=torch.bfloat16),
+                 torch.randn(1, context, WIDTH, device=DEVICE, dtype=torch.bfloat16)) for _ in range(n_cold)]
+        lengths = torch.full((1,), context, device=DEVICE, dtype=torch.int32)
+        for splits in MLATRIP_SPLITS:
+            q, cache = sets[0]
+            out = mla_decode(q, cache, lengths, num_splits=splits)
+            ref = mla_decode_ref(q, cache, lengths)
+            err = float((out.double() - ref).norm() / ref.norm())
+            if not err < 2e-2:
+                raise ProbeError(f"mlatrip context={context} splits={splits}: relative error {err:.3g}")
+            for mode in ("cold", "warm"):
+                chosen = sets if mode == "cold" else sets[:1]
+
+                def body(chosen=chosen, splits=splits, lengths=lengths) -> None:
+                    for j in range(MLATRIP_CALLS):
+                        q, cache = chosen[j % len(chosen)]
+                        mla_decode(q, cache, lengths, num_splits=splits)
+
+                graph = capture_graph(body)
+                stats = summarize(bench(graph.replay, MLATRIP_CALLS, hide_host_gaps=True))
+                del graph
+                keys = -(-context // splits)  # a split's keys, 32 a trip
+                trips = -(-keys // 32)
+                rows.append({"mode": mode, "splits": splits, "context": context, "heads": MLATRIP_HEADS,
+                             "trips_per_workgroup": trips, "calls": MLATRIP_CALLS,
+                             "input_sets": len(chosen), **stats})
+                print(f"mlatrip {mode} splits={splits:2} context={context:6}: {stats['time_s_median'] * 1e6:8.2f} us "
+                      f"({trips} trips)", flush=True)
+        del sets
+        torch.cuda.empty_cache()
+    return rows
+
+
 SCATTER_PITCH_BYTES = 8192  # a row of 4,096 bf16: the hidden size of the down projections whose outputs it mimics
 SCATTER_FOOTPRINT = 1 << 30  # bytes of rows (128 Ki rows): far above L2
 SCATTER_RUN_BYTES = (64, 128, 256, 512, 1024, 2048, 8192)  # bytes of each row one program touches; 8192: whole rows
@@ -1684,7 +1743,7 @@ PROBE_FUNCTIONS: dict[str, Callable[[dict, bool], list[dict]]] = {
     "mma": probe_mma, "smem": probe_smem, "clock": probe_clock, "peer": probe_peer, "grid": probe_grid,
     "rows": probe_rows, "host": probe_host, "queue": probe_queue, "tiles": probe_tiles, "async": probe_async,
     "loaded": probe_loaded, "grouped": probe_grouped, "moetail": probe_moetail, "scatter": probe_scatter,
-    "drift": probe_drift, "lds": probe_lds,
+    "drift": probe_drift, "lds": probe_lds, "mlatrip": probe_mlatrip,
 }
 if tuple(PROBE_FUNCTIONS) != spec.PROBES:
     raise RuntimeError(f"bench probes {tuple(PROBE_FUNCTIONS)} differ from validation.probes.PROBES {spec.PROBES}")
