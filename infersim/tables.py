@@ -80,8 +80,18 @@ def _records_table(title: str, rows: Sequence[Mapping[str, Any]]) -> Any:
     for column in columns:
         table.add_column(column, justify="right")
     for row in rows:
-        table.add_row(*(human(c, row.get(c)) for c in columns))
+        table.add_row(*(_cell(c, row.get(c)) for c in columns))
     return table
+
+
+def _cell(key: str, value: Any) -> str:
+    """One cell of a records table: a mapping as one `key value` line per entry (each in its own key's unit), a
+    list as its items joined, anything else as `human` shows it."""
+    if isinstance(value, Mapping):
+        return "\n".join(f"{k} {human(str(k), v)}" for k, v in value.items())
+    if isinstance(value, list | tuple):
+        return ", ".join(human(key, v) for v in value)
+    return human(key, value)
 
 
 def print_sweep(title: str, sweep: Mapping[str, Any]) -> None:

@@ -21,3 +21,13 @@ def test_records_inside_a_mapping_print_as_a_table(capsys):
     assert "held_out_grid: families" in out and "median_abs_pct" in out
     assert "mla decode" in out and "kda verify" in out
     assert "{'family'" not in out  # not the list's repr in one cell
+
+
+def test_a_mapping_inside_a_record_prints_one_line_per_entry(capsys):
+    result = {"platforms": [{"platform": "mi300x", "points": 25, "models": ["deepseek-r1"],
+                             "tpot_ms_median": {"points": 25, "median_abs_pct": 20.798416260670514,
+                                                "median_signed_pct": -20.798416260670514}}]}
+    print_result("Predicted vs published", result)
+    out = capsys.readouterr().out
+    assert "median_abs_pct 20.8" in out and "median_signed_pct -20.8" in out
+    assert "{'points'" not in out and "['deepseek-r1']" not in out and "deepseek-r1" in out
