@@ -156,7 +156,8 @@ def _encoded(sass: str) -> dict[int, int]:
 _CLASSES = {
     "global_load": ("LDG", "LD"),
     "async_copy": ("LDGDEPBAR", "LDGSTS"),
-    "shared": ("LDS", "LDSM", "STS", "STSM", "ATOMS"),
+    "shared": ("LDS", "STS", "STSM", "ATOMS"),
+    "ldsm": ("LDSM",),
     "constant": ("LDC",),
     "local": ("LDL", "STL"),
     "sfu": ("MUFU",),
@@ -171,7 +172,9 @@ _CLASSES = {
 _CLASS_OF = {op: cls for cls, ops in _CLASSES.items() for op in ops}
 # The class of a wait on a read barrier: the producer's source registers read out, whatever the producer.
 OPERAND_READ = "operand_read"
-LATENCY_CLASSES = (*_CLASSES, "fence_cta", OPERAND_READ, "other")
+# A 128-bit shared load (LDS.128) returns later than a 32- or 64-bit one (the shared-load probe)
+SHARED_128 = "shared_128"
+LATENCY_CLASSES = (*_CLASSES, SHARED_128, "fence_cta", OPERAND_READ, "other")
 
 
 def _opcode(text: str) -> str:
@@ -201,13 +204,16 @@ def pipe_of(text: str) -> str:
 
 
 def latency_class(text: str) -> str:
-    """The latency class of an instruction's variable-latency result (`_CLASSES`; `other` if not listed).
+    """The latency class of an instruction's variable-latency result (`_CLASSES`; `other` if not listed; a 128-bit
+    shared load is `SHARED_128`).
 
     Fences within the CTA (MEMBAR.*.CTA, and FENCE.VIEW.ASYNC, the proxy fence before wgmma reads shared
     memory) are `fence_cta`: they wait for the SM's own memory pipeline, not a round trip to L2."""
     op = _opcode(text)
     if re.match(r"MEMBAR\.\w+\.CTA|FENCE\.VIEW\.ASYNC", op):
         return "fence_cta"
+    if op.startswith("LDS.") and ".128" in op:
+        return SHARED_128
     return _CLASS_OF.get(op.split(".")[0], "other")
 
 

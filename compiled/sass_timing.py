@@ -20,6 +20,8 @@ Latency of each class (`latencies`), in cycles of `boost_clock_hz`:
   peer's memory more).
 - `atomic`, `fence`: `l2_latency_s` (global atomics and fences complete at L2; system-scope ones may take
   longer).
+- `ldsm` (ldmatrix) and `shared_128` (a 128-bit shared load): `ldsm_latency_cycles`, `lds_128_latency_cycles`
+  (the shared-load probe's chains; `lds_latency_cycles` where a GPU has none).
 - `shared`, `constant`, `local`, `fence_cta`: `lds_latency_cycles` (a constant-cache or L1 hit is taken as a
   shared load; a fence within the CTA waits for the SM's memory pipeline, about one shared access).
 - `sfu`: `sfu_latency_cycles`; `convert` (F2I, I2F, FRND, FCHK, POPC, ...) and `special` (S2R, S2UR, CS2R):
@@ -57,7 +59,8 @@ def latencies(gpu: GPU) -> dict[str, float]:
     l2 = gpu.l2_latency_s * gpu.boost_clock_hz
     return {"global_load": dram, "async_copy": dram, "atomic": l2, "fence": l2, "global_store": l2,
             "shared": gpu.lds_latency_cycles, "constant": gpu.lds_latency_cycles, "local": gpu.lds_latency_cycles,
-            "fence_cta": gpu.lds_latency_cycles,
+            "fence_cta": gpu.lds_latency_cycles, "ldsm": gpu.ldsm_latency_cycles or gpu.lds_latency_cycles,
+            "shared_128": gpu.lds_128_latency_cycles or gpu.lds_latency_cycles,
             "sfu": gpu.sfu_latency_cycles, "convert": gpu.sfu_latency_cycles, "special": gpu.sfu_latency_cycles,
             "shuffle": gpu.shuffle_latency_cycles, "mma": gpu.mma_latency_cycles,
             "operand_read": gpu.alu_latency_cycles, "other": gpu.alu_latency_cycles, "barrier": 0.0}

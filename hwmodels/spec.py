@@ -88,7 +88,7 @@ class GPU:
     int_latency_cycles: float  # dependent int32 multiply-add
     sfu_latency_cycles: float  # dependent transcendental (exp2)
     mma_latency_cycles: float  # dependent smallest bf16 matrix instruction (mma.sync m16n8k16; MFMA 16x16x16/32)
-    lds_latency_cycles: float  # shared memory (LDS) load-to-use
+    lds_latency_cycles: float  # shared memory (LDS) load-to-use: a 32-bit load on NVIDIA, ds_read on AMD
     shuffle_latency_cycles: float  # one cross-lane exchange step (shfl.sync; DPP, ds_swizzle, ds_bpermute)
     reduction_latency_cycles: float  # a sum across a workgroup's warps: shuffles, LDS exchange, barrier; round trip
     fp32_lanes_per_cu: float  # fp32 FMA operations per clock per CU (SM), non-matrix
@@ -119,6 +119,10 @@ class GPU:
     # a lone SM's loaded latency for asynchronous copies into shared memory (cp.async) over the latency with every
     # SM streaming, taken linearly in the share of SMs streaming; None: no such fall
     async_copy_latency_alone: float | None = None
+    # load-to-use of the wider shared-memory loads of NVIDIA's SASS: ldmatrix (LDSM, a warp's mma.sync operands)
+    # and the 128-bit vector load (LDS.128); None: lds_latency_cycles
+    ldsm_latency_cycles: float | None = None
+    lds_128_latency_cycles: float | None = None
     # a dependent DRAM round trip's latency while the GPU moves reads, copies (half reads, half writes) or writes at a
     # rate, over the idle latency: flat pairs (TB/s, factor), rates ascending; empty: not measured, so traffic never
     # lengthens a round trip beyond what the memory curve's loaded latency holds (`hwmodels.loaded_latency`)
@@ -151,6 +155,10 @@ class GPU:
             raise FieldError("lds_max_per_workgroup_bytes", "exceeds lds_per_cu_bytes")
         if self.max_registers_per_thread > self.registers_per_simd_lane:
             raise FieldError("max_registers_per_thread", "exceeds registers_per_simd_lane")
+        for key in ("ldsm_latency_cycles", "lds_128_latency_cycles"):
+            value = getattr(self, key)
+            if value is not None and (not math.isfinite(value) or value <= 0):
+                raise FieldError(key, f"must be positive and finite, got {value}")
         for key in ("dram_latency_under_reads", "dram_latency_under_copies", "dram_latency_under_writes"):
             pairs = getattr(self, key)
             rates = pairs[::2]

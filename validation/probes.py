@@ -50,9 +50,9 @@ What each constant is, and its rows:
   stores one warp issues before the SM's shared pipe holds it back (the MIO queue), and the pipe's cycles a
   wavefront for them. Recorded; the SM simulation's queue depth (`compiled.sass_timing.SHARED_QUEUE_CYCLES`) is
   still its assumption: NOTES.md says what the probe shows of it.
-- `lds_latency_cycles` (`probe_lds.csv`): one warp's dependent chain of shared loads, each taking its address from
-  the one before: cycles a load of ldmatrix (four 8x8 matrices, LDSM.16.M88.4); the 32-bit and 128-bit loads and
-  four warps beside it are recorded.
+- `lds_latency_cycles`, `ldsm_latency_cycles`, `lds_128_latency_cycles` (`probe_lds.csv`): one warp's dependent
+  chain of shared loads, each taking its address from the one before: cycles a load of a 32-bit load (LDS),
+  ldmatrix of four 8x8 matrices (LDSM.16.M88.4) and a 128-bit load (LDS.128); four warps are recorded beside.
 """
 
 from __future__ import annotations
@@ -199,6 +199,8 @@ class ProbeConstants:
     shared_queue_stores: float | None = None
     shared_store_cycles_per_wavefront: float | None = None
     lds_latency_cycles: float | None = None
+    ldsm_latency_cycles: float | None = None
+    lds_128_latency_cycles: float | None = None
     sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
@@ -649,13 +651,14 @@ def _rows(t: _Table) -> Derived:
     return values, notes
 
 
-# The shared-load chain whose latency the model's one shared class takes: ldmatrix of four matrices, one warp (the
-# mma.sync operands: most of the MLA and KDA loops' shared waits)
-LDS_LATENCY_ROW = {"form": "ldsm_x4", "num_warps": 1}
+# The shared-load chains whose latency each shared class of the SASS timing takes (one warp alone)
+LDS_LATENCY_FORMS = {"lds_latency_cycles": "lds32", "ldsm_latency_cycles": "ldsm_x4",
+                     "lds_128_latency_cycles": "lds128"}
 
 
 def _lds(t: _Table) -> Derived:
-    return _one(t, "lds_latency_cycles", "cycles_per_load", LDS_LATENCY_ROW, " (a dependent chain)")
+    return _merge(*(_one(t, key, "cycles_per_load", {"form": form, "num_warps": 1}, " (a dependent chain)")
+                    for key, form in LDS_LATENCY_FORMS.items()))
 
 
 # probe -> (derivation, columns it reads, constants it sets)
@@ -714,7 +717,7 @@ _DERIVATIONS: dict[str, tuple[Callable[[_Table], Derived], tuple[str, ...], tupl
              ("peer_load_latency_s", "peer_read_bandwidth_bytes_per_s", "peer_loaded_latency_s")),
     "queue": (_queue, ("num_warps", "wavefronts_per_store", "stores", "issue_cycles", "drain_cycles"),
               ("shared_queue_stores", "shared_store_cycles_per_wavefront")),
-    "lds": (_lds, ("form", "num_warps", "cycles_per_load"), ("lds_latency_cycles",)),
+    "lds": (_lds, ("form", "num_warps", "cycles_per_load"), tuple(LDS_LATENCY_FORMS)),
 }
 
 

@@ -966,7 +966,8 @@ def probe_lds(env: dict, quick: bool) -> list[dict]:
     and ldmatrix of four matrices (LDSM.16.M88.4, the mma.sync operands of the MLA and KDA loops). One program of
     1 or 4 warps; each thread reads `%clock64` around its chain. Cycles a load: the median over launches of the
     warps' median span of 2 x LDS_STEPS loads, less that of LDS_STEPS, over LDS_STEPS (the clock reads, the barrier
-    ahead and the store behind cancel). The model's `lds_latency_cycles` prices every shared-memory producer."""
+    ahead and the store behind cancel). They set the SASS timing's shared classes (`lds_latency_cycles`,
+    `ldsm_latency_cycles`, `lds_128_latency_cycles`)."""
     import numpy as np
     import torch
 

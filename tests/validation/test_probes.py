@@ -140,7 +140,7 @@ def test_table_constants_and_missing_probes(tmp_path):
     # No latency, mlp or l2 CSV here: those constants are None and say why.
     assert c.dram_latency_s is None and "probe_latency.csv not found" in c.sources["dram_latency_s"]
     rows = probes.summary(tmp_path)
-    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 43
+    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 45
     assert c.grid_stride_efficiency is None and "probe_grid.csv not found" in c.sources["grid_stride_efficiency"]
     assert all(r[2] for r in rows)  # every constant has a note, set or not
     assert "kernel_floor_s" in probes.format_summary(rows)
@@ -306,17 +306,18 @@ def test_the_queue_probe_ptx_stores_in_one_bank_and_checks_its_arguments():
             shared_queue_ptx(*bad)
 
 
-def test_lds_latency_is_the_one_warp_ldmatrix_chain(tmp_path, rng):
+def test_each_shared_latency_is_its_one_warp_chain(tmp_path, rng):
     cycles = float(rng.uniform(20, 40))
     rows = [{"form": "ldsm_x4", "num_warps": 1, "steps": 32, "launches": 15, "cycles_per_load": cycles},
             {"form": "ldsm_x4", "num_warps": 4, "steps": 32, "launches": 15, "cycles_per_load": cycles + 9},
             {"form": "lds32", "num_warps": 1, "steps": 32, "launches": 15, "cycles_per_load": cycles - 7}]
     _write(tmp_path, "lds", rows)
     c = probes.probe_constants(tmp_path)
-    assert c.lds_latency_cycles == pytest.approx(cycles)
-    assert "ldsm_x4" in c.sources["lds_latency_cycles"]
+    assert c.ldsm_latency_cycles == pytest.approx(cycles) and c.lds_latency_cycles == pytest.approx(cycles - 7)
+    assert "ldsm_x4" in c.sources["ldsm_latency_cycles"] and "lds32" in c.sources["lds_latency_cycles"]
+    assert c.lds_128_latency_cycles is None and "no row" in c.sources["lds_128_latency_cycles"]
     _write(tmp_path, "lds", rows[1:])
-    assert probes.probe_constants(tmp_path).lds_latency_cycles is None
+    assert probes.probe_constants(tmp_path).ldsm_latency_cycles is None
 
 
 @pytest.mark.parametrize("form", ["lds32", "lds128", "ldsm_x4"])
