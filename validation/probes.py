@@ -115,7 +115,7 @@ _OWN_COLUMNS = {
 MULTI_GPU_PROBES = ("peer",)  # recorded on two GPUs of one host (data/<gpu>x2/), skipped on one
 # written and runnable, not yet recorded: no CSV is committed, their constants stay None (and the model's
 # assumption stands) until one is
-PENDING_PROBES: tuple[str, ...] = ("scatter", "drift", "lds", "mlatrip")
+PENDING_PROBES: tuple[str, ...] = ("scatter", "drift")
 # probes whose rows are cycle counts read inside the kernel (`%clock64`), with no event times: their cycle columns
 CLOCK_PROBES = {"queue": ("issue_cycles", "drain_cycles"), "lds": ("cycles_per_load",)}
 # rows with no event-timed kernel beside what they measure, by (column, value), and the column that holds their

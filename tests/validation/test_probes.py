@@ -187,7 +187,9 @@ CALIBRATION_FROM_PROBE = {"loaded_latency_s": "mlp_latency_s", "mlp_smoothness":
                           "grid_stride_efficiency": "grid_stride_efficiency"}
 SPEC_FROM_PROBE.update({"dram_load_granule_bytes": "dram_load_granule_bytes", "shfl_issue_cycles": "shfl_issue_cycles",
                         "imad_issue_cycles": "imad_issue_cycles",
-                        "partial_sector_store_factor": "partial_sector_store_factor"})
+                        "partial_sector_store_factor": "partial_sector_store_factor",
+                        "lds_latency_cycles": "lds_latency_cycles", "ldsm_latency_cycles": "ldsm_latency_cycles",
+                        "lds_128_latency_cycles": "lds_128_latency_cycles"})
 
 
 def test_the_h200_constants_are_what_the_committed_probes_give():
