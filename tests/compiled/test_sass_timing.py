@@ -426,3 +426,15 @@ def test_simulated_cycles_kept_on_disk_are_the_simulations(tmp_path, monkeypatch
     timing._shared_trip_cycles.cache_clear()
     assert timing._shared_trip_cycles(*args) == first == timing._shared_trip_cycles.__wrapped__(*args)
     timing._shared_trip_cycles.cache_clear()
+
+
+@pytest.mark.parametrize(("text", "cls"), [
+    ("LDS R7, [R89+UR10+0xd800]", "shared"), ("@!P5 LDS.64 R4, [R2]", "shared"),
+    ("LDS.128 R8, [R4+0x80]", "shared_128"), ("@P0 LDS.U.128 R8, [R4]", "shared_128"),
+    ("LDSM.16.M88.4 R72, [R103+UR10]", "ldsm"), ("LDSM.16.MT88.4 R20, [R3]", "ldsm"),
+    ("STS.128 [R90], R84", "shared"), ("LDG.E R2, desc[UR6][R2.64]", "global_load")])
+def test_shared_loads_take_the_latency_class_of_their_form(text, cls):
+    """The shared-load probe times LDS, LDS.128 and ldmatrix apart (23, 32 and 29 cycles on Hopper)."""
+    from compiled.sass_code import latency_class
+
+    assert latency_class(text) == cls

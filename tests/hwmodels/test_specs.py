@@ -321,3 +321,23 @@ def test_the_h100_takes_its_own_probes_and_the_h200_probe_only_where_its_own_can
     why = h100.sources["cu_bandwidth_gb_per_s"]
     assert "H200 probe" in why and "saturates" in why
     assert h100.hbm_bandwidth_bytes_per_s < 0.75 * h200.hbm_bandwidth_bytes_per_s
+
+
+@pytest.mark.parametrize("key", ["ldsm_latency_cycles", "lds_128_latency_cycles"])
+@pytest.mark.parametrize("bad", [0, float("inf")])
+def test_a_shared_load_form_latency_must_be_positive_and_finite(write_yaml, key, bad):
+    raw = _h200_raw()
+    raw[key]["value"] = bad
+    with pytest.raises(SpecError, match=rf"spec\.yaml: {key}: (must be positive and finite|value must be a finite)"):
+        _load(raw, write_yaml)
+
+
+def test_a_gpu_without_the_wider_shared_forms_prices_them_as_its_lds():
+    from compiled.sass_timing import latencies
+
+    mi355x, h200 = load_gpu("mi355x"), load_gpu("h200")
+    assert mi355x.ldsm_latency_cycles is None and mi355x.lds_128_latency_cycles is None
+    cycles = latencies(mi355x)
+    assert cycles["ldsm"] == cycles["shared_128"] == cycles["shared"] == mi355x.lds_latency_cycles
+    cycles = latencies(h200)
+    assert (cycles["shared"], cycles["ldsm"], cycles["shared_128"]) == (23, 29, 32)
