@@ -111,13 +111,14 @@ _OWN_COLUMNS = {
               ("bytes_per_s",)),
     "lds": (("form", "num_warps", "steps", "launches"), ("cycles_per_load",)),
     "mlatrip": (("mode", "splits", "context", "heads", "trips_per_workgroup", "calls", "input_sets"), ()),
+    "burst": (("mode", "bytes", "num_warps", "launches"), ("cycles",)),
 }
 MULTI_GPU_PROBES = ("peer",)  # recorded on two GPUs of one host (data/<gpu>x2/), skipped on one
 # written and runnable, not yet recorded: no CSV is committed, their constants stay None (and the model's
 # assumption stands) until one is
-PENDING_PROBES: tuple[str, ...] = ("scatter", "drift")
+PENDING_PROBES: tuple[str, ...] = ("scatter", "drift", "burst")
 # probes whose rows are cycle counts read inside the kernel (`%clock64`), with no event times: their cycle columns
-CLOCK_PROBES = {"queue": ("issue_cycles", "drain_cycles"), "lds": ("cycles_per_load",)}
+CLOCK_PROBES = {"queue": ("issue_cycles", "drain_cycles"), "lds": ("cycles_per_load",), "burst": ("cycles",)}
 # rows with no event-timed kernel beside what they measure, by (column, value), and the column that holds their
 # measurement instead: the loaded-latency probe's chase alone has no background to time
 UNTIMED_ROWS = {"loaded": (("mode", "alone"), "ns_per_load")}

@@ -1258,6 +1258,52 @@ def probe_drift(env: dict, quick: bool) -> list[dict]:
     return rows
 
 
+BURST_BYTES = (4096, 8192, 16384, 24576, 32768, 36864, 40960)  # 36 KiB: the MLA decode trip's cache tile
+BURST_WARPS = (4, 8)
+BURST_BUFFER_BYTES = 1 << 30  # the HBM bursts walk through it, each launch at fresh addresses
+BURST_LAUNCHES = 15
+
+
+def probe_burst(env: dict, quick: bool) -> list[dict]:
+    """One SM receiving a burst of asynchronous copies: one program of 4 or 8 warps copies 4-40 KiB into its shared
+    memory with `cp.async.cg` (the LDGSTS.E.BYPASS.128 of the MLA decode loop), waits for all of it and meets at a
+    barrier (`kernels.probes.async_burst_ptx`), cycles read with `%clock64` around the burst. `hbm`: every launch
+    copies bytes no launch before it touched; `l2`: the same bytes each launch, after one that brought them into L2.
+    The median over BURST_LAUNCHES launches (after three) of thread 0's cycles. What one SM's copies cost against
+    their bytes: the latency and ceiling the model's trip of waited-for copies (`hwmodels.cycle_time.trip_s`)
+    charges, today with the ceiling fitted to register loads (the MLP probe)."""
+    import numpy as np
+    import torch
+
+    from companion.bench.timing import DEVICE
+    from companion.kernels import probes as k
+
+    src = torch.rand(BURST_BUFFER_BYTES // 4, device=DEVICE)
+    rows = []
+    fresh = 0  # fp32 elements: where the next hbm burst starts
+    for warps in BURST_WARPS[:1] if quick else BURST_WARPS:
+        threads = 32 * warps
+        out = torch.zeros(threads, dtype=torch.int64, device=DEVICE)
+        for nbytes in BURST_BYTES:
+            ptx = k.async_burst_ptx(nbytes, threads)
+            for mode in ("hbm", "l2"):
+                values = []
+                for _ in range(3 + BURST_LAUNCHES):
+                    base = fresh if mode == "hbm" else 0
+                    if mode == "hbm":
+                        fresh = (fresh + nbytes // 4) % (src.numel() - k.BURST_MAX_BYTES // 4)
+                    k.async_burst_kernel[(1,)](src, out, base, PTX=ptx, THREADS=threads, num_warps=warps)
+                    torch.cuda.synchronize()
+                    values.append(float(out[0].item()))
+                cycles = float(np.median(values[3:]))
+                if cycles <= 0:
+                    raise ProbeError(f"burst {mode} {nbytes} B warps={warps}: non-positive cycles")
+                rows.append({"mode": mode, "bytes": nbytes, "num_warps": warps, "launches": BURST_LAUNCHES,
+                             "cycles": cycles})
+                print(f"burst {mode:3} {nbytes:6} B warps={warps}: {cycles:7.0f} cycles", flush=True)
+    return rows
+
+
 MLATRIP_HEADS = 12  # one head block of the companion kernel (16 heads a workgroup): one workgroup a split
 MLATRIP_SPLITS = (1, 16)
 MLATRIP_CONTEXTS = (4096, 16384)  # 4.7 and 18.9 MB of bf16 cache: both inside L2, so a warm replay reads L2 alone
@@ -1744,7 +1790,7 @@ PROBE_FUNCTIONS: dict[str, Callable[[dict, bool], list[dict]]] = {
     "mma": probe_mma, "smem": probe_smem, "clock": probe_clock, "peer": probe_peer, "grid": probe_grid,
     "rows": probe_rows, "host": probe_host, "queue": probe_queue, "tiles": probe_tiles, "async": probe_async,
     "loaded": probe_loaded, "grouped": probe_grouped, "moetail": probe_moetail, "scatter": probe_scatter,
-    "drift": probe_drift, "lds": probe_lds, "mlatrip": probe_mlatrip,
+    "drift": probe_drift, "lds": probe_lds, "mlatrip": probe_mlatrip, "burst": probe_burst,
 }
 if tuple(PROBE_FUNCTIONS) != spec.PROBES:
     raise RuntimeError(f"bench probes {tuple(PROBE_FUNCTIONS)} differ from validation.probes.PROBES {spec.PROBES}")

@@ -670,3 +670,36 @@ def shared_chain_kernel(out_ptr, PTX: tl.constexpr, THREADS: tl.constexpr):
     tid = tl.arange(0, THREADS)
     cycles = tl.inline_asm_elementwise(PTX, "=l,r", [tid], dtype=tl.int64, is_pure=False, pack=1)
     tl.store(out_ptr + tid, cycles)
+
+
+# --- a burst of asynchronous copies into shared memory -----------------------------------------------------------
+
+BURST_MAX_BYTES = 40 << 10  # the static shared buffer of one program (below the 48 KiB a static declaration holds)
+
+
+def async_burst_ptx(nbytes: int, threads: int) -> str:
+    """PTX of one thread of the burst probe: after a barrier, copy its 16-byte pieces of `nbytes` (every thread
+    `nbytes / (16 * threads)` pieces, a stride of 16 * threads bytes apart) from global memory into the program's
+    shared buffer with `cp.async.cg` (LDGSTS.E.BYPASS.128, the form the MLA decode loop copies its cache with), commit
+    and wait for them, meet the other warps at a barrier, and return the cycles from before the first copy to after
+    the barrier. Inputs: the thread's global address, its index in the program."""
+    if not 1 <= threads <= 1024 or threads % 32:
+        raise ValueError(f"threads must be a whole number of warps up to 1024, got {threads}")
+    if not 0 < nbytes <= BURST_MAX_BYTES or nbytes % (16 * threads):
+        raise ValueError(f"nbytes must be a multiple of 16 x {threads} threads up to {BURST_MAX_BYTES}, got {nbytes}")
+    lines = ["{", f".shared .align 16 .b8 abuf[{nbytes}];", ".reg .u64 t0, t1;", ".reg .u32 s;", "mov.u32 s, abuf;",
+             "mad.lo.u32 s, $2, 16, s;", "bar.sync 0;", "mov.u64 t0, %clock64;"]
+    lines += [f"cp.async.cg.shared.global [s+{16 * threads * i}], [$1+{16 * threads * i}], 16;"
+              for i in range(nbytes // (16 * threads))]
+    lines += ["cp.async.commit_group;", "cp.async.wait_group 0;", "bar.sync 0;", "mov.u64 t1, %clock64;",
+              "sub.u64 $0, t1, t0;", "}"]
+    return "\n".join(lines)
+
+
+@triton.jit
+def async_burst_kernel(src_ptr, out_ptr, base, PTX: tl.constexpr, THREADS: tl.constexpr):
+    """out[t] = the cycles of thread t's burst (`async_burst_ptx`) of the bytes from fp32 element `base` on."""
+    tid = tl.arange(0, THREADS)
+    address = (src_ptr + base + tid * 4).to(tl.int64, bitcast=True)
+    cycles = tl.inline_asm_elementwise(PTX, "=l,l,r", [address, tid], dtype=tl.int64, is_pure=False, pack=1)
+    tl.store(out_ptr + tid, cycles)

@@ -369,3 +369,33 @@ def test_the_shared_chain_compiles_to_a_dependent_chain_of_its_instruction(form)
     loads = re.findall(rf"\b{re.escape(op)} (R\d+), \[(R\d+)\]", build.asm)
     assert len(loads) == 6
     assert all(address == before for (_, address), (before, _) in zip(loads[1:], loads[:-1], strict=True))
+
+
+def test_the_burst_probe_ptx_copies_every_byte_once_and_checks_its_arguments():
+    pytest.importorskip("triton")
+    from companion.kernels.probes import async_burst_ptx
+
+    threads = 32 * int(np.random.default_rng().choice([1, 4, 8]))
+    nbytes = 16 * threads * int(np.random.default_rng().integers(1, 40 * 1024 // (16 * threads) + 1))
+    ptx = async_burst_ptx(nbytes, threads)
+    copies = [line for line in ptx.splitlines() if line.startswith("cp.async.cg.shared.global")]
+    assert len(copies) * 16 * threads == nbytes
+    offsets = sorted(int(line.split("[s+")[1].split("]")[0]) for line in copies)
+    assert offsets == list(range(0, nbytes, 16 * threads))  # with the thread's 16 x tid: every 16 bytes once
+    assert "cp.async.wait_group 0;" in ptx and ptx.count("%clock64") == 2 and ptx.count("bar.sync 0;") == 2
+    for bad in ((100, 128), (0, 128), (48 * 1024, 128), (4096, 100)):
+        with pytest.raises(ValueError):
+            async_burst_ptx(*bad)
+
+
+def test_the_burst_compiles_to_the_mla_loops_asynchronous_copies():
+    pytest.importorskip("triton")
+    from compiled import triton_build
+    from compiled.companion_sources import _companion
+
+    k = _companion("probes")
+    build = triton_build.build(k.async_burst_kernel, {"src_ptr": "*fp32", "out_ptr": "*i64", "base": "i64",
+                                                      "PTX": "constexpr", "THREADS": "constexpr"},
+                               {"PTX": k.async_burst_ptx(8192, 128), "THREADS": 128}, 4, ("src_ptr",), 3,
+                               triton_build.Target("cuda", "sm_90"))
+    assert build.asm.count("LDGSTS.E.BYPASS.128") == 4 and "DEPBAR" in build.asm
