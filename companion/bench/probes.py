@@ -40,6 +40,7 @@ from __future__ import annotations
 import argparse
 import math
 import re
+import statistics
 import time
 import traceback
 from collections.abc import Callable
@@ -956,6 +957,16 @@ def probe_queue(env: dict, quick: bool) -> list[dict]:
 QUEUE_LAUNCHES = 15
 
 
+CLOCK_WARMUP_LAUNCHES = 3  # launches of a %clock64 probe before the ones it reads (code and data brought in)
+
+
+def median_after_warmup(launch: Callable[[], float], launches: int) -> float:
+    """The median of what `launch` returns (one launch, its cycles read back) over `launches` launches, after
+    CLOCK_WARMUP_LAUNCHES that are not read."""
+    values = [launch() for _ in range(CLOCK_WARMUP_LAUNCHES + launches)]
+    return statistics.median(values[CLOCK_WARMUP_LAUNCHES:])
+
+
 LDS_STEPS = 32  # a chain of this many loads and one of twice as many: their difference is the latency of LDS_STEPS
 LDS_WARPS = (1, 4)  # one warp alone; one on each of the SM's four schedulers (the shared pipe is the SM's)
 
@@ -982,12 +993,12 @@ def probe_lds(env: dict, quick: bool) -> list[dict]:
             spans = {}
             for steps in (LDS_STEPS, 2 * LDS_STEPS):
                 ptx = k.shared_chain_ptx(form, steps)
-                values = []
-                for _ in range(3 + QUEUE_LAUNCHES):
+                def chain(ptx=ptx, threads=threads, warps=warps, out=out) -> float:  # the warps' median span
                     k.shared_chain_kernel[(1,)](out, PTX=ptx, THREADS=threads, num_warps=warps)
                     torch.cuda.synchronize()
-                    values.append(float(np.median(out.cpu().numpy()[::32])))
-                spans[steps] = float(np.median(values[3:]))
+                    return float(np.median(out.cpu().numpy()[::32]))
+
+                spans[steps] = median_after_warmup(chain, QUEUE_LAUNCHES)
             per_load = (spans[2 * LDS_STEPS] - spans[LDS_STEPS]) / LDS_STEPS
             if per_load <= 0:
                 raise ProbeError(f"lds {form} warps={warps}: non-positive cycles a load, spans {spans}")
@@ -1272,7 +1283,6 @@ def probe_burst(env: dict, quick: bool) -> list[dict]:
     The median over BURST_LAUNCHES launches (after three) of thread 0's cycles. What one SM's copies cost against
     their bytes: the latency and ceiling the model's trip of waited-for copies (`hwmodels.cycle_time.trip_s`)
     charges, today with the ceiling fitted to register loads (the MLP probe)."""
-    import numpy as np
     import torch
 
     from companion.bench.timing import DEVICE
@@ -1287,15 +1297,16 @@ def probe_burst(env: dict, quick: bool) -> list[dict]:
         for nbytes in BURST_BYTES:
             ptx = k.async_burst_ptx(nbytes, threads)
             for mode in ("hbm", "l2"):
-                values = []
-                for _ in range(3 + BURST_LAUNCHES):
+                def burst(mode=mode, nbytes=nbytes, ptx=ptx, threads=threads, warps=warps, out=out) -> float:
+                    nonlocal fresh
                     base = fresh if mode == "hbm" else 0
                     if mode == "hbm":
                         fresh = (fresh + nbytes // 4) % (src.numel() - k.BURST_MAX_BYTES // 4)
                     k.async_burst_kernel[(1,)](src, out, base, PTX=ptx, THREADS=threads, num_warps=warps)
                     torch.cuda.synchronize()
-                    values.append(float(out[0].item()))
-                cycles = float(np.median(values[3:]))
+                    return float(out[0].item())
+
+                cycles = median_after_warmup(burst, BURST_LAUNCHES)
                 if cycles <= 0:
                     raise ProbeError(f"burst {mode} {nbytes} B warps={warps}: non-positive cycles")
                 rows.append({"mode": mode, "bytes": nbytes, "num_warps": warps, "launches": BURST_LAUNCHES,

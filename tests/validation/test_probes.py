@@ -399,3 +399,12 @@ def test_the_burst_compiles_to_the_mla_loops_asynchronous_copies():
                                {"PTX": k.async_burst_ptx(8192, 128), "THREADS": 128}, 4, ("src_ptr",), 3,
                                triton_build.Target("cuda", "sm_90"))
     assert build.asm.count("LDGSTS.E.BYPASS.128") == 4 and "DEPBAR" in build.asm
+
+
+def test_a_clock_probe_reads_the_median_of_its_launches_after_the_warmup():
+    pytest.importorskip("torch")
+    from companion.bench.probes import CLOCK_WARMUP_LAUNCHES, median_after_warmup
+
+    warm = [1e9] * CLOCK_WARMUP_LAUNCHES  # the first launches (code and data coming in) are not read
+    read = [float(v) for v in np.random.default_rng().integers(100, 200, size=15)]
+    assert median_after_warmup(iter(warm + read).__next__, len(read)) == float(np.median(read))
