@@ -13,6 +13,10 @@ gather of each rank).
 position stored) of SEQS sequences with value tiles of BLOCK_V columns.
 `grouped GROUPS N K`: one `torch._grouped_mm` of GROUPS one-row groups of N columns, each with its own [N, K]
 weights (the grouped probe's `distinct1t`: 1023 128 K; `wide1t`: 43 3072 K).
+`moe EXPERTS TOKENS TOP_K N K ROUTING`: one Triton fused-MoE grouped GEMM (`suites.moe`: bf16, the engine's tiles
+for the mean rows of an active expert, 4 warps, 3 stages) of TOKENS tokens routed to TOP_K of EXPERTS experts
+(`balanced` or `skewed`), each expert's weight [N, K] (DeepSeek-V3's down projection at TP8: 256 4096 8 7168 256
+balanced).
 `mla SEQS CONTEXT SPLITS`: one split-KV MLA decode (`suites.mla_decode`: 12 heads, unpadded, 576-wide cache rows
 of bf16, uniform lengths) of SEQS sequences of CONTEXT tokens in SPLITS splits, and its merge when split.
 
@@ -136,6 +140,17 @@ def _mla(seqs: int, context: int, splits: int) -> Callable[[], object]:
     return lambda: launch(q, cache, lengths)
 
 
+def _moe(experts: int, tokens: int, top_k: int, n: int, k: int, routing: str) -> Callable[[], object]:
+    import torch
+
+    from companion.bench.suites.moe import _inputs, _triton_op
+    from validation.suites.moe import EAGER, TRITON, MoeCase
+
+    case = MoeCase(TRITON, "profile", "gemm", experts, tokens, top_k, n, k, routing, EAGER, 1)
+    w = (torch.randn(experts, n, k, device="cuda") / k**0.5).to(torch.bfloat16)
+    return _triton_op(case, w, [_inputs(case, 0)])[0]
+
+
 def _grouped(groups: int, n: int, k: int) -> Callable[[], object]:
     """`torch._grouped_mm` of `groups` one-row groups of `n` columns, each group's weights its own [n, k] block read
     transposed (the grouped probe's `distinct1t` at 1,023 x 128 and `wide1t` at 43 x 3,072)."""
@@ -155,6 +170,7 @@ def main(argv: Sequence[str]) -> int:
     targets = {"kda": lambda a: _kda(int(a[0])), "kda-verify": lambda a: _kda_verify(int(a[0]), int(a[1])),
                "quickreduce": lambda a: _quickreduce(a[0], int(a[1])),
                "mla": lambda a: _mla(int(a[0]), int(a[1]), int(a[2])),
+               "moe": lambda a: _moe(*map(int, a[:5]), a[5]),
                "grouped": lambda a: _grouped(int(a[0]), int(a[1]), int(a[2]))}
     if not argv or argv[0] not in targets:
         print(f"usage: {HELP}\n  targets: {', '.join(targets)}", file=sys.stderr)
