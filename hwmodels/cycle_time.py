@@ -168,6 +168,16 @@ def workgroup_s(program: Program, gpu: GPU, resident: int, warps: int, streaming
                 curve: MemoryCurve, hbm_bytes_per_s: float) -> float:
     """Seconds one workgroup takes from its first instruction to its last, sharing the CU with `resident`."""
     program, curve, hbm_bytes_per_s = from_l2(moved(program, gpu), gpu, curve, hbm_bytes_per_s)
+    setup = _setup_s(program, gpu, resident, warps, streaming_cus, curve, hbm_bytes_per_s)
+    if program.trips <= 0:
+        return setup
+    return setup + program.trips * trip_s(program, gpu, resident, warps, streaming_cus, curve, hbm_bytes_per_s)
+
+
+def _setup_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus: int, curve: MemoryCurve,
+             hbm_bytes_per_s: float) -> float:
+    """`workgroup_s` of the program's setup alone (its trips left out), for a program already placed (`moved`,
+    `from_l2`)."""
     per_scheduler = max(1.0, resident * warps / gpu.simds_per_cu)
     setup = (per_scheduler * program.setup_instructions / gpu.boost_clock_hz
              + program.setup_chain.seconds(gpu))
@@ -179,9 +189,7 @@ def workgroup_s(program: Program, gpu: GPU, resident: int, warps: int, streaming
                         cu_share(program, gpu, hbm_bytes_per_s, streaming_cus))
     if program.setup_store_bytes > 0:  # the residents' output tiles leave through the CU's share of bandwidth
         setup += resident * program.setup_store_bytes / cu_share(program, gpu, hbm_bytes_per_s, streaming_cus)
-    if program.trips <= 0:
-        return setup
-    return setup + program.trips * trip_s(program, gpu, resident, warps, streaming_cus, curve, hbm_bytes_per_s)
+    return setup
 
 
 # Dispatch of an irregular grid: (durations of the workgroups in dispatch order, slots) -> seconds until the last
@@ -220,13 +228,13 @@ def grid_s(program: Program, gpu: GPU, residency: Residency, curve: MemoryCurve,
     resident = min(residency.resident_per_cu, -(-len(program.trip_counts) // gpu.compute_units))
     streaming = min(gpu.compute_units, len(program.trip_counts))
     warps = residency.warps_per_workgroup
-    # placed once (`moved`, `from_l2`: each a no-op on what it returns) for the setup and the trips below
-    uniform, curve, hbm_bytes_per_s = from_l2(moved(evolved(program, trip_counts=()), gpu), gpu, curve,
-                                              hbm_bytes_per_s)
+    # placed once (`moved`, `from_l2`: each a no-op on what it returns) for the setup and the trips below, which
+    # read neither `trips` nor `trip_counts`
+    placed, curve, hbm_bytes_per_s = from_l2(moved(program, gpu), gpu, curve, hbm_bytes_per_s)
     # a workgroup's setup, then its trips: pipelined, each as `trip_s` (what `workgroup_s` adds per trip);
     # unpipelined, at the drifted steady state of its residents
-    setup = workgroup_s(evolved(uniform, trips=0), gpu, resident, warps, streaming, curve, hbm_bytes_per_s)
-    per_trip = (steady_trip_s if _drifts(program) else trip_s)(uniform, gpu, resident, warps, streaming, curve,
+    setup = _setup_s(placed, gpu, resident, warps, streaming, curve, hbm_bytes_per_s)
+    per_trip = (steady_trip_s if _drifts(program) else trip_s)(placed, gpu, resident, warps, streaming, curve,
                                                                hbm_bytes_per_s)
     per_trips = {trips: setup + trips * per_trip if trips > 0 else setup for trips in set(program.trip_counts)}
     durations = list(map(per_trips.__getitem__, program.trip_counts))

@@ -163,18 +163,20 @@ def kernel_busy(work: Work, gpu: GPU, calib: Calibration, dispatch: Dispatch | N
     hiding = 1.0 if cycle else min(1.0, resident / calib.latency_hiding_workgroups_per_cu)
 
     compute_s = 0.0
-    if work.flop:
-        # Seconds per FLOP at the efficient peaks, weighted by the datatype mix of this launch.
+    total_flop, family = work.flop, work.family
+    if total_flop:
+        # Seconds per FLOP at the efficient peaks, weighted by the datatype mix of this launch; the matrix units'
+        # clock share applies to the math below FP32 of the families not fitted at their sustained rate.
+        clock_share = matrix_clock_share(gpu) if cycle and family not in SUSTAINED_FAMILIES else 1.0
         s_per_flop = sum(
-            (flop / work.flop) / (gpu.peak_flop_per_s(dtype) * calib.compute_efficiency_for(work.family, dtype)
-                                  * (matrix_clock_share(gpu) if cycle and dtype is not Dtype.FP32
-                                     and work.family not in SUSTAINED_FAMILIES else 1.0))
+            (flop / total_flop) / (gpu.peak_flop_per_s(dtype) * calib.compute_efficiency_for(family, dtype)
+                                   * (clock_share if dtype is not Dtype.FP32 else 1.0))
             for dtype, flop in work.flop_by_dtype.items() if flop
         )
         busiest_cu_flop = work.workgroup_flop * per_cu_rounds
         if work.flop_heaviest_workgroup is not None:  # dealt out longest first: one heaviest block's excess
             busiest_cu_flop += max(0.0, work.flop_heaviest_workgroup - work.workgroup_flop)
-        compute_s = max(work.flop * s_per_flop, busiest_cu_flop * cus * s_per_flop / hiding)
+        compute_s = max(total_flop * s_per_flop, busiest_cu_flop * cus * s_per_flop / hiding)
 
     if work.warp_instructions_per_workgroup is not None:
         compute_s = max(compute_s, issue_s(work, gpu, per_cu_rounds, resident))

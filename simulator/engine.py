@@ -27,7 +27,7 @@ from simulator.cost.cycle import CycleCost, CycleShape
 from simulator.engine_profiles import FrontEnd, RecvSkipper
 from simulator.kvcache import KVCache
 from simulator.scheduler import Budget, Sequence, schedule
-from simulator.specdecode import Acceptance
+from simulator.specdecode import Acceptance, KeyedSampler
 from workloads.traces import RequestStream
 
 NO_FRONT_END = FrontEnd()  # a bare engine: the client sees tokens as they are made
@@ -401,6 +401,8 @@ def _engine(env: simpy.Environment, state: _State, cost: CycleCost, kv: KVCache,
             progress: Callable[[int, float], None] | None) -> Any:
     spec = config.acceptance is not None  # decoding sequences verify drafts
     sampler = config.acceptance.keyed_sampler(rng) if config.acceptance is not None else None
+    if sampler is not None:  # a request's cycles start at output positions 1 .. output - 1
+        sampler.plan(state.stream.request_id, state.stream.output_tokens)
     now = env.now  # the engine's clock: steps advance it here, and simpy's clock catches up at each wait
     skipper = RecvSkipper(config.recv_interval)
     starts: deque[float] = deque(maxlen=max(1, config.receive_lag_steps))
@@ -450,7 +452,7 @@ def _engine(env: simpy.Environment, state: _State, cost: CycleCost, kv: KVCache,
 
 
 def _commit(now: float, state: _State, decision: Any, kv: KVCache, config: EngineConfig,
-            sampler: Callable[[list[int], list[int]], list[int]] | None,
+            sampler: KeyedSampler | None,
             request_rows: Columns) -> tuple[int, int, int]:
     """Advance prefills, commit decode tokens, finish requests and release their sessions' next turns."""
     committed = cycles = spec_committed = 0
@@ -481,6 +483,8 @@ def _commit(now: float, state: _State, decision: Any, kv: KVCache, config: Engin
                 committed += draw
     for seq in finished:
         kv.free(seq.request_id)
+        if sampler is not None:
+            sampler.release(seq.request_id)
         state.running.remove(seq)
         state.in_flight -= 1
         state.done += 1

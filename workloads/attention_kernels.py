@@ -198,16 +198,9 @@ class MlaDecode(KernelKind):
             program=self._split_program(width),
         ))
         if self.num_splits > 1:
-            launches.append(Work(
-                # per split and output value: rescale by exp(lse - max) and accumulate; 4 for the LSEs
-                flop_by_dtype={Dtype.FP32: s * hp * self.num_splits * (2 * lora + 4)},
-                read_bytes=partial_bytes,
-                write_bytes=out_bytes,
-                workgroups=s * head_groups,
-                threads_per_workgroup=self.threads,
-                family=Family.MLA_DECODE,
-                program=self._merge_program(partial_bytes),
-            ))
+            launches.append(_merge_launch(s, hp, self.num_splits, lora, self.heads_per_workgroup, self.threads,
+                                          self._merge_trips() if self.contexts else (),
+                                          cdiv(self.context, self.split_rows)))
         return tuple(launches)
 
     @property
@@ -216,17 +209,13 @@ class MlaDecode(KernelKind):
         return self._split_rows(self.context)
 
     def _split_rows(self, context: int) -> int:
-        per_split = cdiv(cdiv(context, self.num_splits), self.block_n) * self.block_n
-        return min(max(per_split, self.block_n), context)
+        return _split_rows(context, self.num_splits, self.block_n)
 
     def _split_trips(self) -> tuple[int, ...]:
         """Trips of every (sequence, head block, split) workgroup in grid order, for uneven histories."""
         groups = cdiv(self.padded_heads, self.heads_per_workgroup)
-        per_context: dict[int, tuple[int, ...]] = {}  # a batch holds few distinct histories
-        for context in set(self.contexts):
-            rows = self._split_rows(context)
-            per_context[context] = tuple(cdiv(min(rows, max(0, context - split * rows)), self.block_n)
-                                         for split in range(self.num_splits)) * groups
+        per_context = {context: _history_split_trips(context, self.num_splits, self.block_n) * groups
+                       for context in set(self.contexts)}  # a batch holds few distinct histories
         return tuple(chain.from_iterable(map(per_context.__getitem__, self.contexts)))
 
     def _merge_trips(self) -> tuple[int, ...]:
@@ -245,17 +234,6 @@ class MlaDecode(KernelKind):
                        setup_chain=_SPLIT_SETUP_CHAIN, trip_counts=trips, async_loads=True,
                        setup_store_bytes=self._tile_out_bytes(split=self.num_splits > 1))
 
-    def _merge_program(self, partial_bytes: float) -> Program:
-        """One (sequence, head block): a trip per split that held rows, each waiting for that split's partial (the
-        partials of the block's heads that exist: a block wider than the padded heads holds no more), which the
-        split launch just wrote (`partial_bytes` in all)."""
-        trips = self._merge_trips() if self.contexts else ()
-        part = min(self.heads_per_workgroup, self.padded_heads) * (self.kv_lora + 1) * 4
-        return Program(trips=max(trips, default=cdiv(self.context, self.split_rows)), trip_load_bytes=part,
-                       trip_chain=_MERGE_TRIP_CHAIN, trip_instructions=3 * part / 4 / self.threads,
-                       setup_chain=NO_CHAIN, trip_counts=trips, fresh_input_bytes=partial_bytes,
-                       setup_store_bytes=self._tile_out_bytes(split=False))
-
     def _tile_out_bytes(self, split: bool) -> float:
         """What one workgroup stores after its last trip: its heads' fp32 partial sums and log-sum-exps (a split of
         several), or their output rows in bf16 (one split, or the merge); only the heads that exist."""
@@ -263,8 +241,44 @@ class MlaDecode(KernelKind):
         return heads * (self.kv_lora + 1) * 4 if split else heads * self.kv_lora * 2
 
 
+def _split_rows(context: int, num_splits: int, block_n: int) -> int:
+    """History rows of one split of `context` rows: whole block_n tiles, at least one (as the split-KV kernels cut
+    it)."""
+    per_split = cdiv(cdiv(context, num_splits), block_n) * block_n
+    return min(max(per_split, block_n), context)
+
+
+@lru_cache(maxsize=4096)
+def _history_split_trips(context: int, num_splits: int, block_n: int) -> tuple[int, ...]:
+    """Trips of each of the `num_splits` splits of one history (kept: a serving run's batches hold the same few
+    bucketed histories)."""
+    rows = _split_rows(context, num_splits, block_n)
+    return tuple(cdiv(min(rows, max(0, context - split * rows)), block_n) for split in range(num_splits))
+
+
 _SPLIT_SETUP_CHAIN = Chain(dram=1, sfu=1)
 _MERGE_TRIP_CHAIN = Chain(sfu=2, alu=3)
+
+
+@lru_cache(maxsize=4096)
+def _merge_launch(seqs: int, padded_heads: int, num_splits: int, kv_lora: int, heads_per_workgroup: int,
+                  threads: int, trips: tuple[int, ...], even_trips: int) -> Work:
+    """`MlaDecode`'s log-sum-exp merge of its splits' partials: per split and output value, a rescale by
+    exp(lse - max) and an accumulation, 4 FLOP for the LSEs. Its program: one (sequence, head block) workgroup with a
+    trip per split that held rows (`trips` of each in grid order for uneven histories, else `even_trips`), each
+    waiting for that split's partial (the partials of the block's heads that exist: a block wider than the padded
+    heads holds no more), which the split launch just wrote. Kept by its values: histories that fill the same splits
+    share one merge, which a serving run's batches make over and over."""
+    s, hp, lora = seqs, padded_heads, kv_lora
+    partial_bytes = s * num_splits * hp * (lora * 4 + 4)  # fp32 partial output + fp32 LSE
+    heads = min(heads_per_workgroup, hp)  # as `MlaDecode._tile_out_bytes`
+    part = heads * (lora + 1) * 4
+    program = Program(trips=max(trips, default=even_trips), trip_load_bytes=part, trip_chain=_MERGE_TRIP_CHAIN,
+                      trip_instructions=3 * part / 4 / threads, setup_chain=NO_CHAIN, trip_counts=trips,
+                      fresh_input_bytes=partial_bytes, setup_store_bytes=heads * lora * 2)
+    return Work(flop_by_dtype={Dtype.FP32: s * hp * num_splits * (2 * lora + 4)}, read_bytes=partial_bytes,
+                write_bytes=Dtype.BF16.storage_bytes(s * hp * lora), workgroups=s * cdiv(hp, heads_per_workgroup),
+                threads_per_workgroup=threads, family=Family.MLA_DECODE, program=program)
 
 
 @lru_cache(maxsize=256)

@@ -18,15 +18,26 @@ def cdiv(a: int, b: int) -> int:
 
 
 def check_ints(kernel: object, positive: tuple[str, ...] = (), nonnegative: tuple[str, ...] = ()) -> None:
-    """Raise ValueError naming the first size field that is not an integer of the allowed sign."""
-    for name in (*positive, *nonnegative):
+    """Raise ValueError naming the first size field that is not an integer of the allowed sign (the positive ones
+    first; every kernel made runs this)."""
+    for name in positive:
         value = getattr(kernel, name)
-        if type(value) is not int and (isinstance(value, bool) or not isinstance(value, numbers.Integral)):
-            raise ValueError(f"{name} must be an integer, got {value!r}")
-        if name in positive and value <= 0:
+        if type(value) is not int:
+            _check_integer(name, value)
+        if value <= 0:
             raise ValueError(f"{name} must be positive, got {value}")
+    for name in nonnegative:
+        value = getattr(kernel, name)
+        if type(value) is not int:
+            _check_integer(name, value)
         if value < 0:
             raise ValueError(f"{name} must not be negative, got {value}")
+
+
+def _check_integer(name: str, value: object) -> None:
+    """Raise ValueError unless `value` is an integer (bools refused)."""
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise ValueError(f"{name} must be an integer, got {value!r}")
 
 
 def coerce(kernel: object, name: str, enum: type[Enum]) -> None:

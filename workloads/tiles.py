@@ -297,8 +297,10 @@ def _kib(value: int) -> str:
     return f"{value // 1024} KiB" if value % 1024 == 0 else f"{value} B"
 
 
+@lru_cache(maxsize=4096)
 def _lds(kernel: KernelKind) -> int:
-    """LDS per workgroup of the kernel's largest launch, as the kernel counts it."""
+    """LDS per workgroup of the kernel's largest launch, as the kernel counts it (kept by kernel: tile choice asks it
+    of the same few configurations for every new shape it tiles)."""
     return max((int(w.lds_bytes_per_workgroup) for w in kernel.launches()), default=0)
 
 
