@@ -95,10 +95,14 @@ def _timed(program: Program, outside: int, per_trip: int, timed: tuple) -> Progr
     in series (a load whose address or issue waits on another) join its chain at the DRAM latency; those
     outside the loop join the setup. The same chains as the code exposes them when its loads hit L2 are kept for a
     program whose input is in L2 (`Program.l2_trip_chain`): at L2's shorter latency more of each wait hides behind
-    its other work.
+    its other work. The code also says how long a trip's loads fly before it waits for them
+    (`Program.trip_load_lead_cycles`) and whether it issues matrix instructions (`Program.matrix_units`).
     """
     outside_cycles, _, outside_loads, trip_loads, by_warps, *rest = timed
     setup_by_warps = rest[0] if rest else ()
+    facts = rest[2] if len(rest) > 2 else {}
+    program = replace(program, trip_load_lead_cycles=tuple(facts.get("load_lead", (0.0, 0.0))),
+                      matrix_units=facts.get("matrix", program.matrix_units))
     if per_trip and trip_loads >= UNPIPELINED_ROUND_TRIPS:
         program = replace(program, prefetch=0)
 

@@ -217,6 +217,10 @@ def latency_class(text: str) -> str:
     return _CLASS_OF.get(op.split(".")[0], "other")
 
 
+# The classes of a global load's result: its round trip to memory (`_simulate`'s load lead)
+_GLOBAL_LOADS = ("global_load", "async_copy")
+
+
 def _simulate(stream: list[tuple]) -> dict[object, dict]:
     """Issue `stream` ((text, high word, section tag[, shared wavefronts])) in order, one warp; the stall cycles
     and waits per tag (and the shared accesses' wavefronts, `"shared"`).
@@ -228,9 +232,15 @@ def _simulate(stream: list[tuple]) -> dict[object, dict]:
     that binds), with distance the static cycles from the producer's issue to this one's and at this
     instruction's static cycle in its section. BAR.SYNC is a wait ["barrier", 0, at]. A tag of None simulates
     without recording (a loop's first trip, whose barrier state the second inherits).
+
+    A section that issues global loads (LDG, LDGSTS) also gets "load_lead": [first, last], the static cycles from
+    its first and from its last such load (0 if that one issues after the wait) to the first instruction that waits
+    on one of them, or to the section's end where none does (a loop whose trip waits at its top for the loads the
+    trip before issued): the time the loads are in flight before anything waits for them.
     """
     t, pending = 0, {k: [] for k in (*range(6), "gsb0")}
     sections: dict[object, dict] = {}
+    loads: dict[object, dict[str, int]] = {}  # per section: its first and last global load's issue, the first wait
     for text, hi, tag, *wavefronts in stream:
         ctl, op = control(hi), _opcode(text)
         retired = []
@@ -261,6 +271,13 @@ def _simulate(stream: list[tuple]) -> dict[object, dict]:
                 newest[cls] = max(newest.get(cls, issued), issued)
             at = section["stall_cycles"]
             section["waits"] += [[cls, t - issued, at] for cls, issued in sorted(newest.items())]
+            issue = loads.setdefault(tag, {})
+            if "first" in issue and "wait" not in issue and any(
+                    cls in _GLOBAL_LOADS and issued >= issue["first"] for cls, issued in retired):
+                issue["wait"] = t
+            if op.split(".")[0] in ("LDG", "LDGSTS"):
+                issue.setdefault("first", t)
+                issue["last"] = t
             if op.startswith("BAR.SYNC") or op == "BAR":
                 section["waits"].append(["barrier", 0, at])
         if ctl["write_barrier"] != NO_BARRIER:
@@ -273,6 +290,11 @@ def _simulate(stream: list[tuple]) -> dict[object, dict]:
         t += step
         if tag is not None:
             sections[tag]["stall_cycles"] += step
+            loads[tag]["end"] = t
+    for tag, issue in loads.items():
+        if "first" in issue:  # cycles from the first and the last load's issue to the first wait on them
+            until = issue.get("wait", issue["end"])
+            sections[tag]["load_lead"] = [until - issue["first"], max(0, until - issue["last"])]
     return sections
 
 
@@ -316,7 +338,8 @@ def warp_timeline(sass: str, threads: int = 32) -> dict:
     `compiled.sass_timing`, which knows each GPU's latencies. "shared" lists, per section, [index in
     "stream", wavefronts] of every instruction that uses the SM's shared-memory pipe: the wavefronts a warp's
     access takes with its bank conflicts (`sass_lanes.lane_wavefronts`, evaluated on a workgroup of `threads`
-    threads; an access whose address it cannot compute counts its conflict-free wavefronts).
+    threads; an access whose address it cannot compute counts its conflict-free wavefronts). A section that issues
+    global loads has their "load_lead" (`_simulate`); "matrix" says whether the kernel issues matrix instructions.
     """
     main, labels = _main_path(sass)
     shared = _shared_wavefronts(main, threads)
@@ -341,7 +364,9 @@ def warp_timeline(sass: str, threads: int = 32) -> dict:
     empty = {"stall_cycles": 0, "waits": [], "stream": [], "pipes": "", "shared": []}
     copies = [{**sections.get(("loop", k), empty), "entry": entries[k]} for k in range(copy)]
     timeline = {"prologue": sections.get("prologue", empty),
-                "loop": copies[0] if copies else {}}
+                "loop": copies[0] if copies else {},
+                # whether the kernel issues matrix (tensor-core) instructions, which hold the SM at a lower clock
+                "matrix": any(_opcode(t).split(".")[0] in _CLASSES["mma"] for _, t in main)}
     if len(copies) > 1:
         timeline["loop_copies"] = copies
     return timeline

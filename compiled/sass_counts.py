@@ -82,8 +82,9 @@ def cycles_of(gpu_name: str, kernel: str, config: str) -> tuple:
     (warps, cycles) pairs; and, for a kernel with a loop, the cycles outside it simulated the same way (the
     warps' set-up together: their shared-memory traffic contends as their trips' does); last, the round trips
     outside the loop and per trip again with the loads hitting L2 (the exposed cycles at L2's latency over it: a
-    kernel whose input the launch before left in L2 hides more of each wait behind its other work). The warps of
-    one workgroup (the compiled kernel's `num_warps`) wait for each other at every BAR.SYNC."""
+    kernel whose input the launch before left in L2 hides more of each wait behind its other work); last, the
+    code's other facts (`code_facts`). The warps of one workgroup (the compiled kernel's `num_warps`) wait for each
+    other at every BAR.SYNC."""
     from compiled.sass_timing import shared_trip_cycles
     from hwmodels.occupancy import occupancy
     from hwmodels.spec import load_gpu
@@ -110,4 +111,18 @@ def cycles_of(gpu_name: str, kernel: str, config: str) -> tuple:
     by_warps = tuple((n, cycles[part]) for n, cycles in simulated)
     setup_by_warps = tuple((n, cycles[0]) for n, cycles in simulated) if per_trip else ()
     return (outside, trip, (outside_all - outside) / dram_cycles, (trip_all - trip) / dram_cycles, by_warps,
-            setup_by_warps, ((outside_l2 - outside) / l2_cycles, (trip_l2 - trip) / l2_cycles))
+            setup_by_warps, ((outside_l2 - outside) / l2_cycles, (trip_l2 - trip) / l2_cycles),
+            code_facts(gpu_name, kernel, config))
+
+
+def code_facts(gpu_name: str, kernel: str, config: str) -> dict:
+    """What the timeline says beyond cycles: {"load_lead": (first, last)}, one loop trip's static cycles from its
+    first and its last global load to the first wait on them (the mean over the loop's copies; (0, 0) without a
+    loop or its loads), and {"matrix": ...}, whether the kernel issues matrix instructions."""
+    from compiled.sass_timing import timeline
+
+    row = timeline(kernel, config, gpu_name)
+    copies = row.get("loop_copies") or ([row["loop"]] if row.get("loop") else [])
+    leads = [c.get("load_lead", (0, 0)) for c in copies] or [(0, 0)]
+    return {"load_lead": tuple(sum(lead[i] for lead in leads) / len(leads) for i in (0, 1)),
+            "matrix": bool(row.get("matrix", False))}

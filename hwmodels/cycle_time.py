@@ -131,7 +131,10 @@ def trip_s(program: Program, gpu: GPU, resident: int, warps: int, streaming_cus:
         # the round trips a trip waits for in series beyond its loads' first (`Chain.dram`, `Chain.l2`) are spent
         # while its own bytes arrive: the trip's memory takes the longer of the transfer and that chain
         waits = program.trip_chain.dram * gpu.dram_latency_s + program.trip_chain.l2 * gpu.l2_latency_s
-        memory = max(load, curve.latency_s + waits) + shared
+        # the loads issued before the wait fly under the trip's own work: the transfer from the first one on, the
+        # round trip from the last (`Program.trip_load_lead_cycles`)
+        first, last = (cycles / gpu.boost_clock_hz for cycles in program.trip_load_lead_cycles)
+        memory = max(load - first, curve.latency_s + waits - last, 0.0) + shared
         return max(memory + latency - waits + store, issue, traffic + shared)
     return max(latency, issue, load / stages + shared, traffic + shared)
 

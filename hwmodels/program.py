@@ -172,6 +172,20 @@ class Program:
     # shared operand at once (a grouped GEMM's rows of A, read by every cluster that runs one of the group's column
     # tiles) and queue at the L2 slices that hold them; 0: no operand read by many at once
     trip_shared_l2: float = 0.0
+    # Cycles from a trip's first and from its last global load (or asynchronous copy) to the first instruction that
+    # waits for them, read off the compiled code: the loads fly that long under the trip's own work (a loop that
+    # issues the next trip's copies before its end, then waits at the top of the next trip); (0, 0): issued at the
+    # wait, as an analytic trip's load is taken
+    trip_load_lead_cycles: tuple[float, float] = (0.0, 0.0)
+    # True: the program issues matrix (tensor-core) instructions, which hold the SM at the GPU's matrix clock
+    # (`GPU.matrix_boost_clock_hz`) instead of its boost clock
+    matrix_units: bool = False
+
+    @property
+    def issues_matrix(self) -> bool:
+        """Whether the workgroup issues matrix instructions: its compiled code says so (`matrix_units`), or its
+        analytic trip or setup waits on a matrix chain."""
+        return self.matrix_units or self.trip_chain.mma > 0 or self.setup_chain.mma > 0
 
     def sector_factor(self, gpu: GPU) -> float:
         """Bytes stored per useful byte of its short rows: whole sectors (`GPU.memory_sector_bytes`) for each, and a

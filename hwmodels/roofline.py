@@ -98,6 +98,14 @@ def matrix_clock_share(gpu: GPU) -> float:
     return min(1.0, gpu.matmul_clock_hz / gpu.clock_hz)
 
 
+def at_matrix_clock(gpu: GPU) -> GPU:
+    """The GPU as a kernel that issues matrix instructions sees it: its SMs at `GPU.matrix_boost_clock_hz` (the
+    tensor-core clock probe), where the spec has one below the boost clock."""
+    if gpu.matrix_boost_clock_hz is None or gpu.matrix_boost_clock_hz >= gpu.boost_clock_hz:
+        return gpu
+    return evolved(gpu, boost_clock_hz=gpu.matrix_boost_clock_hz)
+
+
 def roofline_floor_s(work: Work, gpu: GPU) -> float:
     """The time no implementation beats: all FLOP at dense peak or all bytes at peak bandwidth."""
     compute = sum(flop / gpu.peak_flop_per_s(dtype) for dtype, flop in work.flop_by_dtype.items() if flop)
@@ -199,10 +207,12 @@ def kernel_busy(work: Work, gpu: GPU, calib: Calibration, dispatch: Dispatch | N
                             calib.mlp_deep_thread_share)
         program = work.program or default_program(work, gpu)
         completion = completion_s(gpu) if work.write_bytes else 0.0
+        clocked = at_matrix_clock(gpu) if program.issues_matrix else gpu
 
         def latency_at(round_trip: float) -> float:
             """The grid's seconds with its dependent DRAM round trips `round_trip` times the idle latency."""
-            loaded_gpu = gpu if round_trip == 1.0 else evolved(gpu, dram_latency_s=gpu.dram_latency_s * round_trip)
+            loaded_gpu = (clocked if round_trip == 1.0
+                          else evolved(clocked, dram_latency_s=clocked.dram_latency_s * round_trip))
             return grid_s(program, loaded_gpu, residency, curve, bandwidth, dispatch) + completion
 
         latency_s, dram_factor = under_load(latency_at, max(compute_s, memory_s), work, gpu)

@@ -119,6 +119,8 @@ class GPU:
     # a lone SM's loaded latency for asynchronous copies into shared memory (cp.async) over the latency with every
     # SM streaming, taken linearly in the share of SMs streaming; None: no such fall
     async_copy_latency_alone: float | None = None
+    # SM clock while a kernel issues matrix (tensor-core) instructions, however few; None: boost_clock_hz
+    matrix_boost_clock_hz: float | None = None
     # load-to-use of the wider shared-memory loads of NVIDIA's SASS: ldmatrix (LDSM, a warp's mma.sync operands)
     # and the 128-bit vector load (LDS.128); None: lds_latency_cycles
     ldsm_latency_cycles: float | None = None
@@ -155,6 +157,9 @@ class GPU:
             raise FieldError("lds_max_per_workgroup_bytes", "exceeds lds_per_cu_bytes")
         if self.max_registers_per_thread > self.registers_per_simd_lane:
             raise FieldError("max_registers_per_thread", "exceeds registers_per_simd_lane")
+        if self.matrix_boost_clock_hz is not None and not 0 < self.matrix_boost_clock_hz <= self.boost_clock_hz:
+            raise FieldError("matrix_boost_clock_hz", f"must be positive and at most boost_clock_hz "
+                             f"({self.boost_clock_hz / 1e6:g} MHz), got {self.matrix_boost_clock_hz / 1e6:g} MHz")
         for key in ("ldsm_latency_cycles", "lds_128_latency_cycles"):
             value = getattr(self, key)
             if value is not None and (not math.isfinite(value) or value <= 0):

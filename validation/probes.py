@@ -53,6 +53,10 @@ What each constant is, and its rows:
 - `lds_latency_cycles`, `ldsm_latency_cycles`, `lds_128_latency_cycles` (`probe_lds.csv`): one warp's dependent
   chain of shared loads, each taking its address from the one before: cycles a load of a 32-bit load (LDS),
   ldmatrix of four 8x8 matrices (LDSM.16.M88.4) and a 128-bit load (LDS.128); four warps are recorded beside.
+- `matrix_clock_ratio` (`probe_smclock.csv`): the SM clock, read inside the kernel (cycles over the GPU's
+  nanosecond timer), of loops that issue matrix instructions (mma.sync or wgmma, with 0-64 FFMAs a dot, on 1-132
+  programs) over that of loops of FFMAs alone (the boost clock): the medians of the two sets of rows. A spec's
+  `matrix_boost_clock_mhz` is its boost clock times this ratio.
 """
 
 from __future__ import annotations
@@ -112,13 +116,16 @@ _OWN_COLUMNS = {
     "lds": (("form", "num_warps", "steps", "launches"), ("cycles_per_load",)),
     "mlatrip": (("mode", "splits", "context", "heads", "trips_per_workgroup", "calls", "input_sets"), ()),
     "burst": (("mode", "bytes", "num_warps", "launches"), ("cycles",)),
+    "smclock": (("kind", "m", "fmas_per_step", "programs", "num_warps", "steps", "launches"),
+                ("sm_clock_mhz_median", "sm_clock_mhz_min")),
 }
 MULTI_GPU_PROBES = ("peer",)  # recorded on two GPUs of one host (data/<gpu>x2/), skipped on one
-# written and runnable, not yet recorded: no CSV is committed, their constants stay None (and the model's
-# assumption stands) until one is
-PENDING_PROBES: tuple[str, ...] = ("scatter", "drift", "burst")
+# written and runnable, not yet recorded on the H200: no CSV of it is committed there, and an H200 constant they
+# would set stays None (the spec's assumption stands, data/h100/ may hold the probe's rows) until one is
+PENDING_PROBES: tuple[str, ...] = ("scatter", "drift", "burst", "smclock")
 # probes whose rows are cycle counts read inside the kernel (`%clock64`), with no event times: their cycle columns
-CLOCK_PROBES = {"queue": ("issue_cycles", "drain_cycles"), "lds": ("cycles_per_load",), "burst": ("cycles",)}
+CLOCK_PROBES = {"queue": ("issue_cycles", "drain_cycles"), "lds": ("cycles_per_load",), "burst": ("cycles",),
+                "smclock": ("sm_clock_mhz_median", "sm_clock_mhz_min")}
 # rows with no event-timed kernel beside what they measure, by (column, value), and the column that holds their
 # measurement instead: the loaded-latency probe's chase alone has no background to time
 UNTIMED_ROWS = {"loaded": (("mode", "alone"), "ns_per_load")}
@@ -202,6 +209,7 @@ class ProbeConstants:
     lds_latency_cycles: float | None = None
     ldsm_latency_cycles: float | None = None
     lds_128_latency_cycles: float | None = None
+    matrix_clock_ratio: float | None = None
     sources: Mapping[str, str] = field(default_factory=lambda: MappingProxyType({}))
 
     @classmethod
@@ -662,6 +670,20 @@ def _lds(t: _Table) -> Derived:
                     for key, form in LDS_LATENCY_FORMS.items()))
 
 
+def _smclock(t: _Table) -> Derived:
+    """The SM clock of the loops that issue matrix instructions over that of the loops of FFMAs alone: the median
+    over the matrix rows of each row's median program clock (any share of matrix work, any grid: the probe shows
+    one clock for all of them), over the median of the FFMA rows. A ratio, so the timer's own rate cancels."""
+    matrix = [t.num(r, "sm_clock_mhz_median") for r in t.rows if r["kind"] != "fma"]
+    plain = [t.num(r, "sm_clock_mhz_median") for r in t.rows if r["kind"] == "fma"]
+    if not matrix or not plain:
+        return {}, {"matrix_clock_ratio": f"{t.path.name}: needs rows of the fma kind and of a matrix kind"}
+    return ({"matrix_clock_ratio": _median(matrix) / _median(plain)},
+            {"matrix_clock_ratio": f"{t.path.name}: median over the {len(matrix)} rows that issue matrix instructions "
+                                   f"of the programs' median clock (clock64 over globaltimer), over the median of the "
+                                   f"{len(plain)} rows of FFMAs alone"})
+
+
 # probe -> (derivation, columns it reads, constants it sets)
 QUEUE_WAVEFRONTS = 32  # the queue probe's rows that set its constants: every lane of a warp in one bank
 QUEUE_ISSUE_CYCLES = 4  # a store that issues within this many cycles of the one before it went into the queue
@@ -719,6 +741,7 @@ _DERIVATIONS: dict[str, tuple[Callable[[_Table], Derived], tuple[str, ...], tupl
     "queue": (_queue, ("num_warps", "wavefronts_per_store", "stores", "issue_cycles", "drain_cycles"),
               ("shared_queue_stores", "shared_store_cycles_per_wavefront")),
     "lds": (_lds, ("form", "num_warps", "cycles_per_load"), tuple(LDS_LATENCY_FORMS)),
+    "smclock": (_smclock, ("kind", "sm_clock_mhz_median"), ("matrix_clock_ratio",)),
 }
 
 

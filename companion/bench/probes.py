@@ -1315,6 +1315,69 @@ def probe_burst(env: dict, quick: bool) -> list[dict]:
     return rows
 
 
+SMCLOCK_KINDS = {"fma": (16, False), "mma_sync": (16, True), "wgmma": (64, True)}  # kind -> (tile rows M, dots)
+SMCLOCK_FMAS = {"fma": (8,), "mma_sync": (0, 4, 16, 64), "wgmma": (0, 4, 16, 64)}  # FFMAs a step beside the dot
+SMCLOCK_PROGRAMS = (1, 16, 66, 132)
+SMCLOCK_WARPS = 4
+SMCLOCK_LAUNCHES = 6  # back to back in one CUDA graph; the last one's clock is the row's
+SMCLOCK_CYCLES = 2_500_000  # about 1.3 ms of a step's cycles at 1.9 GHz: long enough for the timer's resolution
+
+
+def probe_smclock(env: dict, quick: bool) -> list[dict]:
+    """The SM clock a kernel runs at, read inside it: each program times its loop with the SM's cycle counter
+    (`%clock64`) and the GPU's nanosecond timer (`%globaltimer`), cycles over nanoseconds
+    (`kernels.probes.sm_clock_kernel`). A loop of FFMAs alone (`fma`), and loops that issue matrix instructions
+    (`mma_sync`: tl.dot of a 16-row tile, mma.sync on sm_90; `wgmma`: a 64-row tile, wgmma) with 0-64 FFMAs a dot
+    beside them, on 1 to 132 programs of 4 warps, launched back to back in a CUDA graph (the last launch read). A
+    GPU that holds its SMs at a lower clock while they issue matrix instructions (NVIDIA's data-center parts quote
+    their tensor-core peaks at such a clock) shows it here; the row's value is the programs' median and least."""
+    import torch
+
+    from companion.bench.timing import DEVICE
+    from companion.kernels import probes as k
+
+    gen = torch.Generator(device="cpu").manual_seed(2049)
+    n = kk = 64
+    rows = []
+    for kind, (m, dot) in SMCLOCK_KINDS.items():
+        a = (torch.rand(m, kk, generator=gen) + 0.5).to(torch.bfloat16).to(DEVICE) / kk
+        b = (torch.rand(kk, n, generator=gen) + 0.5).to(torch.bfloat16).to(DEVICE)
+        x = (torch.rand(m, n, generator=gen) + 0.5).to(DEVICE)
+        for fmas in SMCLOCK_FMAS[kind][:2] if quick else SMCLOCK_FMAS[kind]:
+            for programs in (SMCLOCK_PROGRAMS[0], SMCLOCK_PROGRAMS[-1]) if quick else SMCLOCK_PROGRAMS:
+                acc = torch.empty(programs * m * n, device=DEVICE)
+                y = torch.empty(programs * m * n, device=DEVICE)
+                clk = torch.zeros(2 * programs, dtype=torch.int64, device=DEVICE)
+                steps = max(1, SMCLOCK_CYCLES // (40 * dot + 4 * max(fmas, 1)))  # ~40 cycles a dot, 4 an FFMA
+
+                def launch(programs=programs, steps=steps, fmas=fmas, dot=dot, m=m, a=a, b=b, x=x, acc=acc, y=y,
+                           clk=clk) -> None:
+                    k.sm_clock_kernel[(programs,)](a, b, x, acc, y, clk, steps, 0.999, 0.001,
+                                                   M=m, N=n, K=kk, DOT=dot, FMAS=fmas, USE_CLOCK=True,
+                                                   num_warps=SMCLOCK_WARPS)
+
+                launch()
+                torch.cuda.synchronize()
+                graph = torch.cuda.CUDAGraph()
+                with torch.cuda.graph(graph):
+                    for _ in range(SMCLOCK_LAUNCHES):
+                        launch()
+                for _ in range(2):
+                    graph.replay()
+                torch.cuda.synchronize()
+                spans = clk.view(programs, 2).double().cpu()
+                if not bool((spans > 0).all()):
+                    raise ProbeError(f"smclock {kind} fmas={fmas} programs={programs}: a program read no clock")
+                mhz = (spans[:, 0] / spans[:, 1] * 1e3).sort().values
+                rows.append({"kind": kind, "m": m, "fmas_per_step": fmas, "programs": programs,
+                             "num_warps": SMCLOCK_WARPS, "steps": steps, "launches": SMCLOCK_LAUNCHES,
+                             "sm_clock_mhz_median": float(mhz[len(mhz) // 2]), "sm_clock_mhz_min": float(mhz[0])})
+                print(f"smclock {kind:8} fmas={fmas:2} programs={programs:3}: {rows[-1]['sm_clock_mhz_median']:7.1f} "
+                      f"MHz (least {rows[-1]['sm_clock_mhz_min']:7.1f})", flush=True)
+                del acc, y, clk, graph
+    return rows
+
+
 MLATRIP_HEADS = 12  # one head block of the companion kernel (16 heads a workgroup): one workgroup a split
 MLATRIP_SPLITS = (1, 16)
 MLATRIP_CONTEXTS = (4096, 16384)  # 4.7 and 18.9 MB of bf16 cache: both inside L2, so a warm replay reads L2 alone
@@ -1801,7 +1864,7 @@ PROBE_FUNCTIONS: dict[str, Callable[[dict, bool], list[dict]]] = {
     "mma": probe_mma, "smem": probe_smem, "clock": probe_clock, "peer": probe_peer, "grid": probe_grid,
     "rows": probe_rows, "host": probe_host, "queue": probe_queue, "tiles": probe_tiles, "async": probe_async,
     "loaded": probe_loaded, "grouped": probe_grouped, "moetail": probe_moetail, "scatter": probe_scatter,
-    "drift": probe_drift, "lds": probe_lds, "mlatrip": probe_mlatrip, "burst": probe_burst,
+    "drift": probe_drift, "lds": probe_lds, "mlatrip": probe_mlatrip, "burst": probe_burst, "smclock": probe_smclock,
 }
 if tuple(PROBE_FUNCTIONS) != spec.PROBES:
     raise RuntimeError(f"bench probes {tuple(PROBE_FUNCTIONS)} differ from validation.probes.PROBES {spec.PROBES}")

@@ -513,6 +513,58 @@ def mma_chain_kernel(a_ptr, b_ptr, out_ptr, clk_ptr, dots, M: tl.constexpr, N: t
     record_clock(clk_ptr, t0, t1, USE_CLOCK)
 
 
+@triton.jit
+def read_timer(USE_CLOCK: tl.constexpr):
+    """The GPU's nanosecond timer (`%globaltimer`) when USE_CLOCK, else 0."""
+    if USE_CLOCK:
+        t = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False, pack=1)
+    else:
+        t = tl.full([], 0, tl.int64)
+    return t
+
+
+@triton.jit
+def sm_clock_kernel(a_ptr, b_ptr, x_ptr, acc_ptr, y_ptr, clk_ptr, steps, c, d, M: tl.constexpr, N: tl.constexpr,
+                    K: tl.constexpr, DOT: tl.constexpr, FMAS: tl.constexpr, USE_CLOCK: tl.constexpr):
+    """`steps` steps of (acc = dot(a, b, acc) when DOT) then FMAS dependent y = y * c + d on a [M, N] tile, each
+    program on its own copy; clk[p] = (SM cycles, timer ns) of program p's loop: its SM's clock over the loop.
+
+    acc = steps * (a @ b) (zero without DOT); y = x after steps * FMAS steps of y * c + d. With DOT the loop issues
+    matrix instructions (mma.sync for M = 16, wgmma for M = 64 on sm_90), without it only FFMAs."""
+    pid = tl.program_id(0)
+    rm = tl.arange(0, M)
+    rn = tl.arange(0, N)
+    rk = tl.arange(0, K)
+    a = tl.load(a_ptr + rm[:, None] * K + rk[None, :])
+    b = tl.load(b_ptr + rk[:, None] * N + rn[None, :])
+    y = tl.load(x_ptr + rm[:, None] * N + rn[None, :])
+    acc = tl.zeros([M, N], dtype=tl.float32)
+    t0 = read_clock(USE_CLOCK)
+    n0 = read_timer(USE_CLOCK)
+    for _ in range(steps):
+        if DOT:
+            acc = tl.dot(a, b, acc)
+        for _ in tl.static_range(FMAS):
+            y = y * c + d
+    t1 = read_clock(USE_CLOCK)
+    n1 = read_timer(USE_CLOCK)
+    tile = pid * M * N + rm[:, None] * N + rn[None, :]
+    tl.store(acc_ptr + tile, acc)
+    tl.store(y_ptr + tile, y)
+    tl.store(clk_ptr + 2 * pid, t1 - t0)
+    tl.store(clk_ptr + 2 * pid + 1, n1 - n0)
+
+
+def sm_clock_reference(a: np.ndarray, b: np.ndarray, x: np.ndarray, steps: int, fmas: int, c: float, d: float,
+                       dot: bool) -> tuple[np.ndarray, np.ndarray]:
+    """(acc, y) of one `sm_clock_kernel` program, in float64."""
+    acc = steps * (a.astype(np.float64) @ b.astype(np.float64)) if dot else np.zeros((a.shape[0], b.shape[1]))
+    y = x.astype(np.float64)
+    for _ in range(steps * fmas):
+        y = y * c + d
+    return acc, y
+
+
 # --- data across warps: reduction round trip and layout conversion -------------------------------------
 
 

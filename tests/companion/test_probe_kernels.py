@@ -311,3 +311,24 @@ def test_copy_release_copies_then_sets_every_flag(rng, device, releases):
     k.copy_release_kernel[(programs,)](src, dst, flags, BLOCK=block, RELEASES=releases)
     assert torch.equal(dst.cpu(), src.cpu())
     assert flags.cpu().tolist() == [1] * (releases * programs) + [0] * ((2 - releases) * programs)
+
+
+@pytest.mark.parametrize(("m", "dot", "fmas"), [(16, True, 0), (16, True, 2), (64, True, 1), (16, False, 3)])
+def test_sm_clock_kernel_runs_its_dots_and_fmas_per_program(rng, device, m, dot, fmas):
+    n = kk = 16
+    steps, programs, c, d = 3, 2, 0.75, 0.25
+    a = (torch.rand(m, kk, generator=rng) + 0.5).to(DOT_DTYPE)
+    b = (torch.rand(kk, n, generator=rng) + 0.5).to(DOT_DTYPE)
+    x = torch.rand(m, n, generator=rng) + 0.5
+    acc = torch.zeros(programs * m * n).to(device)
+    y = torch.zeros(programs * m * n).to(device)
+    clk = torch.zeros(2 * programs, dtype=torch.int64).to(device)
+    k.sm_clock_kernel[(programs,)](a.to(device), b.to(device), x.to(device), acc, y, clk, steps, c, d, M=m, N=n, K=kk,
+                                   DOT=dot, FMAS=fmas, USE_CLOCK=USE_CLOCK)
+    want_acc, want_y = k.sm_clock_reference(a.float().numpy(), b.float().numpy(), x.numpy(), steps, fmas, c, d, dot)
+    for p in range(programs):  # every program computes its own copy
+        tile = slice(p * m * n, (p + 1) * m * n)
+        np.testing.assert_allclose(acc[tile].cpu().double().numpy().reshape(m, n), want_acc, rtol=1e-5)
+        np.testing.assert_allclose(y[tile].cpu().double().numpy().reshape(m, n), want_y, rtol=1e-5)
+    spans = clk.cpu().view(programs, 2)  # (cycles, ns) of each program's loop: positive on a GPU, 0 without the clock
+    assert bool((spans > 0).all()) if USE_CLOCK else bool((spans == 0).all())

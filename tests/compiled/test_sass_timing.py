@@ -438,3 +438,47 @@ def test_shared_loads_take_the_latency_class_of_their_form(text, cls):
     from compiled.sass_code import latency_class
 
     assert latency_class(text) == cls
+
+
+def test_a_section_records_how_long_its_loads_fly_before_the_first_wait():
+    # a prologue: the LDG issues at cycle 2, its consumer at 13; two loads on two barriers: the first wait comes one
+    # cycle after the second load
+    one = listing([("S2R R0, SR_TID.X", word(2)),
+                   ("LDG.E R3, desc[UR4][R2.64]", word(1, write=0)),
+                   ("IADD3 R4, R4, 0x1, RZ", word(4)),
+                   ("IADD3 R5, R5, 0x1, RZ", word(6)),
+                   ("FADD R6, R3, 1", word(3, wait=0b1)),
+                   ("EXIT", word(5))])
+    assert warp_timeline(one)["prologue"]["load_lead"] == [11, 11]
+    two = listing([("LDG.E R3, desc[UR4][R2.64]", word(1, write=0)),
+                   ("LDG.E R5, desc[UR4][R4.64]", word(1, write=1)),
+                   ("FADD R6, R3, 1", word(1, wait=0b01)),
+                   ("FADD R7, R5, 1", word(1, wait=0b10)),
+                   ("EXIT", word(5))])
+    assert warp_timeline(two)["prologue"]["load_lead"] == [2, 1]
+    # a loop whose trip issues its load 9 cycles before the back edge and waits for it at the top of the next trip:
+    # nothing in the trip waits for it, so it flies to the trip's end
+    loop = listing([("S2R R0, SR_TID.X", word(2)),
+                    (".L_x_0:", 0),
+                    ("FADD R6, R3, 1", word(2, wait=0b10)),
+                    ("IADD3 R4, R4, 0x1, RZ", word(10)),
+                    ("LDG.E R3, desc[UR4][R2.64]", word(1, write=1)),
+                    ("ISETP.NE.AND P0, PT, R4, 8, PT", word(3)),
+                    ("@P0 BRA `(.L_x_0)", word(5)),
+                    ("EXIT", word(5))])
+    tl = warp_timeline(loop)
+    assert tl["loop"]["load_lead"] == [9, 9] and "load_lead" not in tl["prologue"]
+
+
+def test_the_timeline_says_whether_the_kernel_issues_matrix_instructions():
+    plain = [("FADD R6, R3, 1", word(1)), ("EXIT", word(5))]
+    assert warp_timeline(listing(plain))["matrix"] is False
+    assert warp_timeline(listing([("HMMA.16816.F32.BF16 R84, R84, R76, RZ", word(1)), *plain]))["matrix"] is True
+
+
+def test_the_recorded_mla_loop_issues_its_copies_before_its_end():
+    # the MLA decode loop copies the next trip's keys (LDGSTS) over its last few hundred cycles and waits for them
+    # at the top of the next trip: they fly from the first copy to the trip's end, the last one only a few cycles
+    row = timeline("mla_decode", "splits=16 even=False")
+    first, last = row["loop"]["load_lead"]
+    assert row["matrix"] is True and 100 < first < row["loop"]["stall_cycles"] and 0 <= last < 0.1 * first

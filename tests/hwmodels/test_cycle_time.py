@@ -56,6 +56,20 @@ def test_a_trip_waits_for_its_load_unless_it_was_prefetched():
     assert pipelined == pytest.approx(max(alone, waited - alone))  # overlapped: the slower of the two
 
 
+def test_loads_issued_ahead_of_the_wait_fly_under_the_trips_own_work():
+    # a trip that issues its 36 KiB of copies over its last 400 cycles and waits for them at the top of the next
+    # one: the transfer runs from the first copy on, the round trip from the last; what is left is exposed
+    work = Program(trips=1, trip_load_bytes=36864, trip_instructions=3000)
+    at_wait = trip_s(work, H200, 1, 4, 16, CURVE, HBM)
+    early = trip_s(replace(work, trip_load_lead_cycles=(400.0, 10.0)), H200, 1, 4, 16, CURVE, HBM)
+    compute = 3000 / H200.boost_clock_hz
+    assert early == pytest.approx(at_wait - 400 / H200.boost_clock_hz)  # bandwidth-bound: the first copy's lead
+    assert early > compute + CURVE.latency_s - 10 / H200.boost_clock_hz - 1e-12  # never below the last's round trip
+    hidden = trip_s(replace(work, trip_load_bytes=64, trip_load_lead_cycles=(2000.0, 2000.0)), H200, 1, 4, 16,
+                    CURVE, HBM)
+    assert hidden == pytest.approx(compute)  # issued long before the wait: nothing left to wait for
+
+
 def test_warps_sharing_a_scheduler_issue_in_turn():
     program = Program(trips=1, trip_instructions=1000)
     one = trip_s(program, H200, 1, 4, 1, CURVE, HBM)  # 4 warps on 4 schedulers

@@ -212,3 +212,27 @@ def test_a_launchs_value_key_tells_apart_every_field_and_equal_launches_share_it
     assert Work({Dtype.FP32: 2e6, Dtype.BF16: 1e9}, 3e6, 1e6, 64, 256).value_key() != \
         Work({Dtype.BF16: 1e9, Dtype.FP32: 2e6}, 3e6, 1e6, 64, 256).value_key()
 
+
+
+def test_a_kernel_that_issues_matrix_instructions_runs_at_the_matrix_clock():
+    from hwmodels.program import Chain, Program
+
+    calib = load_calibration("h200")
+
+    def busy(gpu_name: str, program: Program) -> float:
+        work = Work(flop_by_dtype={}, read_bytes=0.0, write_bytes=0.0, workgroups=1, threads_per_workgroup=128,
+                    program=program)
+        return kernel_busy(work, load_gpu(gpu_name), calib).latency_s
+
+    plain = Program(trips=200, trip_instructions=400, trip_chain=Chain(alu=40))
+    compiled_matrix = replace(plain, matrix_units=True)  # the compiled code says so
+    analytic_matrix = replace(plain, trip_chain=Chain(alu=40, mma=4))  # an analytic tile with a matrix chain
+    h200 = load_gpu("h200")
+    assert h200.matrix_boost_clock_hz < h200.boost_clock_hz
+    ratio = h200.boost_clock_hz / h200.matrix_boost_clock_hz
+    # a latency-bound loop: every cycle of it stretches by the clock's ratio
+    assert busy("h200", compiled_matrix) == pytest.approx(busy("h200", plain) * ratio, rel=1e-3)
+    assert analytic_matrix.issues_matrix and not plain.issues_matrix
+    # a GPU that measured no such clock runs both at its boost clock
+    assert load_gpu("b200").matrix_boost_clock_hz is None
+    assert busy("b200", compiled_matrix) == pytest.approx(busy("b200", plain), rel=1e-12)

@@ -323,6 +323,28 @@ def test_the_h100_takes_its_own_probes_and_the_h200_probe_only_where_its_own_can
     assert h100.hbm_bandwidth_bytes_per_s < 0.75 * h200.hbm_bandwidth_bytes_per_s
 
 
+def test_the_matrix_clock_is_the_h100_probes_share_of_the_boost_clock():
+    """A kernel that issues matrix instructions runs its SMs below the boost clock (`probe_smclock.csv`, recorded on
+    the H100); the H200, the same GH100 SM, takes the H100's value and says so."""
+    from validation.probes import probe_constants
+
+    c = probe_constants(Path(__file__).parents[2] / "validation" / "data" / "h100")
+    h100, h200 = load_gpu("h100"), load_gpu("h200")
+    assert 0.85 < c.matrix_clock_ratio < 1.0
+    assert h100.matrix_boost_clock_hz == pytest.approx(h100.boost_clock_hz * c.matrix_clock_ratio, rel=1e-4)
+    assert "validation/data/h100/probe_smclock.csv" in h100.sources["matrix_boost_clock_mhz"]
+    assert h200.matrix_boost_clock_hz == h100.matrix_boost_clock_hz
+    assert h200.sources["matrix_boost_clock_mhz"].startswith("assumption") and "H100" in h200.sources[
+        "matrix_boost_clock_mhz"]
+
+
+def test_a_matrix_clock_above_the_boost_clock_is_refused(write_yaml):
+    raw = _h200_raw()
+    raw["matrix_boost_clock_mhz"]["value"] = 2100
+    with pytest.raises(SpecError, match=r"matrix_boost_clock_hz: must be positive and at most boost_clock_hz"):
+        _load(raw, write_yaml)
+
+
 @pytest.mark.parametrize("key", ["ldsm_latency_cycles", "lds_128_latency_cycles"])
 @pytest.mark.parametrize("bad", [0, float("inf")])
 def test_a_shared_load_form_latency_must_be_positive_and_finite(write_yaml, key, bad):

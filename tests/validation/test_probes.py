@@ -140,7 +140,7 @@ def test_table_constants_and_missing_probes(tmp_path):
     # No latency, mlp or l2 CSV here: those constants are None and say why.
     assert c.dram_latency_s is None and "probe_latency.csv not found" in c.sources["dram_latency_s"]
     rows = probes.summary(tmp_path)
-    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 45
+    assert [r[0] for r in rows] == list(probes.ProbeConstants.names()) and len(rows) == 46
     assert c.grid_stride_efficiency is None and "probe_grid.csv not found" in c.sources["grid_stride_efficiency"]
     assert all(r[2] for r in rows)  # every constant has a note, set or not
     assert "kernel_floor_s" in probes.format_summary(rows)
