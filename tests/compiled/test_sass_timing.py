@@ -45,6 +45,29 @@ def listing(body: list[tuple[str, int]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+# A load and its consumer 11 cycles later; two loads on two barriers, consumed one after the other; a loop whose
+# trip issues a load 9 cycles before its back edge and waits for it at the top of the next trip
+ONE_LOAD = listing([("S2R R0, SR_TID.X", word(2)),
+                    ("LDG.E R3, desc[UR4][R2.64]", word(1, write=0)),
+                    ("IADD3 R4, R4, 0x1, RZ", word(4)),
+                    ("IADD3 R5, R5, 0x1, RZ", word(6)),
+                    ("FADD R6, R3, 1", word(3, wait=0b1)),
+                    ("EXIT", word(5))])
+TWO_LOADS = listing([("LDG.E R3, desc[UR4][R2.64]", word(1, write=0)),
+                     ("LDG.E R5, desc[UR4][R4.64]", word(1, write=1)),
+                     ("FADD R6, R3, 1", word(1, wait=0b01)),
+                     ("FADD R7, R5, 1", word(1, wait=0b10)),
+                     ("EXIT", word(5))])
+LOOP_CARRIED = listing([("S2R R0, SR_TID.X", word(2)),
+                        (".L_x_0:", 0),
+                        ("FADD R6, R3, 1", word(2, wait=0b10)),
+                        ("IADD3 R4, R4, 0x1, RZ", word(10)),
+                        ("LDG.E R3, desc[UR4][R2.64]", word(1, write=1)),
+                        ("ISETP.NE.AND P0, PT, R4, 8, PT", word(3)),
+                        ("@P0 BRA `(.L_x_0)", word(5)),
+                        ("EXIT", word(5))])
+
+
 def test_control_decodes_a_hand_made_word():
     hi = word(stall=5, yld=1, write=2, read=4, wait=0b100101, reuse=0b0011) | 0x0000_0000_0c1e_1900
     assert control(hi) == {"stall": 5, "yield": 1, "write_barrier": 2, "read_barrier": 4, "wait_mask": 0b100101,
@@ -59,12 +82,7 @@ def test_control_decodes_words_ptxas_wrote():
 
 
 def test_a_load_and_its_consumer_expose_latency_less_distance():
-    sass = listing([("S2R R0, SR_TID.X", word(2)),
-                    ("LDG.E R3, desc[UR4][R2.64]", word(1, write=0)),
-                    ("IADD3 R4, R4, 0x1, RZ", word(4)),
-                    ("IADD3 R5, R5, 0x1, RZ", word(6)),
-                    ("FADD R6, R3, 1", word(3, wait=0b1)),
-                    ("EXIT", word(5))])
+    sass = ONE_LOAD
     tl = warp_timeline(sass)
     assert tl["loop"] == {}
     assert tl["prologue"]["stall_cycles"] == 2 + 1 + 4 + 6 + 3 + 5
@@ -77,26 +95,14 @@ def test_a_load_and_its_consumer_expose_latency_less_distance():
 
 def test_waits_in_flight_together_expose_once():
     # two loads on two barriers, consumed one after the other: the second's latency elapsed during the first wait
-    sass = listing([("LDG.E R3, desc[UR4][R2.64]", word(1, write=0)),
-                    ("LDG.E R5, desc[UR4][R4.64]", word(1, write=1)),
-                    ("FADD R6, R3, 1", word(1, wait=0b01)),
-                    ("FADD R7, R5, 1", word(1, wait=0b10)),
-                    ("EXIT", word(5))])
-    prologue = warp_timeline(sass)["prologue"]
+    prologue = warp_timeline(TWO_LOADS)["prologue"]
     assert prologue["waits"] == [["global_load", 2, 2], ["global_load", 2, 3]]
     assert section_cycles(prologue, LATENCY) == 9 + 498
 
 
 def test_loop_carried_dependency_shows_in_the_second_trip():
     # the loop's first instruction waits on a load issued at the end of the previous trip
-    sass = listing([("S2R R0, SR_TID.X", word(2)),
-                    (".L_x_0:", 0),
-                    ("FADD R6, R3, 1", word(2, wait=0b10)),
-                    ("IADD3 R4, R4, 0x1, RZ", word(10)),
-                    ("LDG.E R3, desc[UR4][R2.64]", word(1, write=1)),
-                    ("ISETP.NE.AND P0, PT, R4, 8, PT", word(3)),
-                    ("@P0 BRA `(.L_x_0)", word(5)),
-                    ("EXIT", word(5))])
+    sass = LOOP_CARRIED
     tl = warp_timeline(sass)
     assert count(sass) == (2, 5)
     # the first trip has no load in flight; the second waits on the first's, 1 + 3 + 5 cycles before the back edge
@@ -441,32 +447,11 @@ def test_shared_loads_take_the_latency_class_of_their_form(text, cls):
 
 
 def test_a_section_records_how_long_its_loads_fly_before_the_first_wait():
-    # a prologue: the LDG issues at cycle 2, its consumer at 13; two loads on two barriers: the first wait comes one
-    # cycle after the second load
-    one = listing([("S2R R0, SR_TID.X", word(2)),
-                   ("LDG.E R3, desc[UR4][R2.64]", word(1, write=0)),
-                   ("IADD3 R4, R4, 0x1, RZ", word(4)),
-                   ("IADD3 R5, R5, 0x1, RZ", word(6)),
-                   ("FADD R6, R3, 1", word(3, wait=0b1)),
-                   ("EXIT", word(5))])
-    assert warp_timeline(one)["prologue"]["load_lead"] == [11, 11]
-    two = listing([("LDG.E R3, desc[UR4][R2.64]", word(1, write=0)),
-                   ("LDG.E R5, desc[UR4][R4.64]", word(1, write=1)),
-                   ("FADD R6, R3, 1", word(1, wait=0b01)),
-                   ("FADD R7, R5, 1", word(1, wait=0b10)),
-                   ("EXIT", word(5))])
-    assert warp_timeline(two)["prologue"]["load_lead"] == [2, 1]
-    # a loop whose trip issues its load 9 cycles before the back edge and waits for it at the top of the next trip:
-    # nothing in the trip waits for it, so it flies to the trip's end
-    loop = listing([("S2R R0, SR_TID.X", word(2)),
-                    (".L_x_0:", 0),
-                    ("FADD R6, R3, 1", word(2, wait=0b10)),
-                    ("IADD3 R4, R4, 0x1, RZ", word(10)),
-                    ("LDG.E R3, desc[UR4][R2.64]", word(1, write=1)),
-                    ("ISETP.NE.AND P0, PT, R4, 8, PT", word(3)),
-                    ("@P0 BRA `(.L_x_0)", word(5)),
-                    ("EXIT", word(5))])
-    tl = warp_timeline(loop)
+    # the LDG issues at cycle 2, its consumer at 13; with two loads the first wait comes one cycle after the second
+    assert warp_timeline(ONE_LOAD)["prologue"]["load_lead"] == [11, 11]
+    assert warp_timeline(TWO_LOADS)["prologue"]["load_lead"] == [2, 1]
+    # nothing in the loop's trip waits for its load: it flies from its issue to the trip's end
+    tl = warp_timeline(LOOP_CARRIED)
     assert tl["loop"]["load_lead"] == [9, 9] and "load_lead" not in tl["prologue"]
 
 
