@@ -13,7 +13,7 @@ from compiled.launch_time import timed_kernel
 from hwmodels.calibration import load_calibration
 from hwmodels.dtypes import Dtype
 from hwmodels.occupancy import occupancy
-from hwmodels.roofline import KernelTime, LaunchMode, kernel_time
+from hwmodels.roofline import KernelTime, LaunchMode, at_matrix_clock, kernel_time
 from hwmodels.spec import GPU, Platform, load_gpu, load_platform, spec_names
 from infersim import flags
 from workloads.kernels import KERNEL_KINDS
@@ -178,7 +178,7 @@ def kernel_query(hw: str, kind: str, params: Mapping[str, str], *, launch: str =
         "workgroups_per_cu": main.occupancy.workgroups_per_cu if main.occupancy else 0,
         "limiter": main.occupancy.limiter.value if main.occupancy else None,
         "bound": main.bound.value,
-        "launches": [_launch_row(work, t) for work, t in zip(launches, times, strict=True)],
+        "launches": [_launch_row(work, t, gpu) for work, t in zip(launches, times, strict=True)],
         **({"tiles": tiles.as_dict()} if tiles is not None else {}),
     }
 
@@ -223,11 +223,12 @@ def triton_kernel_query(hw: str, spec: str, grid: str, args: Sequence[str], *, n
         "workgroups_per_cu": t.occupancy.workgroups_per_cu if t.occupancy else 0,
         "limiter": t.occupancy.limiter.value if t.occupancy else None,
         "bound": t.bound.value,
-        "launches": [_launch_row(found.work, t)],
+        "launches": [_launch_row(found.work, t, gpu)],
     }
 
 
-def _launch_row(work: Any, t: KernelTime) -> dict[str, Any]:
+def _launch_row(work: Any, t: KernelTime, gpu: GPU) -> dict[str, Any]:
+    matrix = work.program is not None and work.program.issues_matrix
     return {
         "family": work.family.value if work.family else None,
         "time_s": t.time_s,
@@ -235,6 +236,8 @@ def _launch_row(work: Any, t: KernelTime) -> dict[str, Any]:
         "memory_s": t.memory_s,
         "latency_s": t.latency_s,
         "dram_latency_factor": t.dram_latency_factor,
+        # the SM clock its cycles are timed at: the matrix clock where it issues matrix instructions
+        "sm_clock_mhz": (at_matrix_clock(gpu) if matrix else gpu).boost_clock_hz / 1e6,
         "launch_s": t.launch_s,
         "floor_s": t.floor_s,
         "bound": t.bound.value,

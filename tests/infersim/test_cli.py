@@ -272,3 +272,14 @@ def test_the_kernel_json_shows_the_cost_model_and_each_launchs_program(capsys):
     program = cycle["launches"][0]["program"]
     assert program["trips"] == 32768 // cycle["params"]["block_n"] and program["trip_chain"]["reduction"] == 2
     assert cycle["bound"] == "latency" and cycle["time_s"] > roofline["time_s"]
+
+
+def test_kernel_says_the_sm_clock_each_launch_is_timed_at(capsys):
+    # an MLA decode launch issues matrix instructions (its QK and PV dots), its split merge none
+    args = ["kernel", "--hw", "h200", "mla-decode", "--param", "seqs=32", "--param", "context=8192", "--param",
+            "num_splits=16", "--param", "heads=12", "--launch", "graph", "--json"]
+    assert main(args) == 0
+    launches = json.loads(capsys.readouterr().out)["launches"]
+    h200 = load_gpu("h200")
+    assert [row["sm_clock_mhz"] for row in launches] == [pytest.approx(h200.matrix_boost_clock_hz / 1e6),
+                                                          pytest.approx(h200.boost_clock_hz / 1e6)]
