@@ -17,16 +17,23 @@ named below, so they test how the cycle-level model combines its terms:
   program (t, b) writes 4 to 512 bytes of each of the 128 rows of a 64 KiB block, the tiles of one block
   consecutive in the grid, from 1 MiB to 512 MiB a launch (`Program.row_run_bytes`, `Program.sector_factor`).
 
+- `probe_drift.csv`: persistent programs (1, 2 or 4 a SM) walking 16 KiB tiles with the grid's stride, each
+  trip a load, 0 to 128 dependent multiply-adds a value, then a store of the tile (`rw`) or a running sum
+  (`read`): how the drifted residents share HBM (`hwmodels.cycle_time.steady_trip_s`). No constant comes from
+  it; each row is `infersim kernel --triton` of `drift_kernel` at the row's grid and rounds (`drift_rows`, which
+  needs Triton to compile it).
+
 - `probe_async.csv`: a tile of 4 to 64 KiB per loop trip feeding a `tl.dot`, loaded through registers (LDG,
   num_stages 1) or by asynchronous copy into shared memory (cp.async, num_stages 2 and 3), 1 to 4 programs per
   SM and 1 to 66 programs alone. No constant comes from it: each row is the product's prediction of a Triton
   kernel it never saw, `infersim kernel --triton companion/kernels/probes.py:tile_dot_kernel` at the row's grid,
   arguments and stages (`async_rows`, which needs Triton to compile it).
 
-Each row is a `Comparison` (group "probe tiles", "probe grid", "probe store tiles" or "probe async"), predicted
-as its kernel ran: the copy as the model's `Copy` split over the row's grid, the grid probe's kernel with its
-compiled code's counts and timeline (`compiled/sass_counts.py`, kernel `probe_tile_work`), the column tiles as a
-store of their rows over their grid, the async probe's kernel as `infersim kernel --triton` prices it.
+Each row is a `Comparison` (group "probe tiles", "probe grid", "probe store tiles", "probe drift" or "probe
+async"), predicted as its kernel ran: the copy as the model's `Copy` split over the row's grid, the grid probe's
+kernel with its compiled code's counts and timeline (`compiled/sass_counts.py`, kernel `probe_tile_work`), the
+column tiles as a store of their rows over their grid, the drift and async probes' kernels as `infersim kernel
+--triton` prices them.
 """
 
 from __future__ import annotations
@@ -173,5 +180,39 @@ def async_rows(hw: str = "h200") -> list[Comparison]:
         t = kernel_time(found.work, gpu, calib, mode)
         label = f"tile {row['rows']}x{row['cols']} stages={stages} programs={grid}"
         out.append(Comparison(label, "probe async", "eager", float(row["time_s_median"]), t.time_s, t.bound.value,
+                              mode=mode.value))
+    return out
+
+
+DRIFT_KERNEL = "companion/kernels/probes.py:drift_kernel"
+
+
+def drift_arguments(row: dict[str, str]) -> tuple[int, list[str]]:
+    """(grid, the `--arg` values of one drift-probe row as the bench launched it)."""
+    tiles, block = int(row["tiles"]), int(row["block_elems"])
+    values = tiles * block
+    store = 1 if row["mode"] == "rw" else 0
+    return int(row["programs"]), [f"src_ptr=fp32[{values}]", f"dst_ptr=fp32[{values}]", f"n_tiles={tiles}",
+                                  f"BLOCK={block}", f"ROUNDS={row['rounds']}", f"STORE={store}"]
+
+
+def drift_rows(hw: str = "h100") -> list[Comparison]:
+    """The drift probe's rows against `infersim kernel --triton` of the same kernel, grid and arguments."""
+    from compiled.triton_args import parse_args
+    from compiled.triton_kernel import triton_launch
+    from hwmodels.calibration import load_calibration
+    from hwmodels.roofline import kernel_time
+    from hwmodels.spec import load_gpu
+    from validation.comparison import launch_mode_of
+
+    gpu, calib = load_gpu(hw), load_calibration(hw)
+    out = []
+    for row in _rows(hw, "drift"):
+        grid, args = drift_arguments(row)
+        found = triton_launch(DRIFT_KERNEL, (grid, 1, 1), parse_args(args), gpu, int(row["num_warps"]))
+        mode = launch_mode_of({**row, "launch_mode": "eager", "host_gaps": "hidden"})
+        t = kernel_time(found.work, gpu, calib, mode)
+        label = f"{row['mode']} rounds={row['rounds']} programs={grid}"
+        out.append(Comparison(label, "probe drift", "eager", float(row["time_s_median"]), t.time_s, t.bound.value,
                               mode=mode.value))
     return out
