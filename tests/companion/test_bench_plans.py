@@ -88,3 +88,18 @@ def test_spaced_bench_takes_every_sample_in_every_round_with_gaps_between(monkey
     assert calls == [("a", 100, False), ("b", 1000, False)] * 3
     assert sleeps == [7.0, 7.0]
     assert times == {"a": [100, 100, 100], "b": [1000, 1000, 1000]}
+
+
+def test_the_kda_residency_grid_spans_one_to_ten_workgroups_a_sm():
+    from validation.suites import kda
+
+    cases = kda.residency_cases()
+    assert len(cases) == len(set(cases)) == 20
+    # four 32-column tiles of each of 11 heads: 44 workgroups a sequence, 1 to 10 a SM on 132 SMs
+    per_sm = sorted({c.seqs * c.heads * (c.value_dim // c.block_v) / 132 for c in cases})
+    assert per_sm == [1.0, 2.0, 3.0, 5.0, 10.0]
+    assert {c.store_states for c in cases} == {True, False} and {c.tokens for c in cases} == {4, 16}
+    assert not set(cases) & set(kda.cases())  # none of them a planned row
+    out = subprocess.run([sys.executable, "-m", "companion.bench", "suites", "--suite", "all", "--grid", "residency",
+                          "--list"], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert len(out.stdout.splitlines()) == 20 and all(line.startswith("kda ") for line in out.stdout.splitlines())

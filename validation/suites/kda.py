@@ -141,6 +141,21 @@ def cases() -> list[KdaCase]:
     return out
 
 
+# The residency grid (`suites --suite kda --grid residency`, `kda_residency.csv`): verify launches of one, two,
+# three, five and ten 32-column workgroups a SM on a GPU of 132 SMs (11 heads: 44 workgroups a sequence), states
+# stored or not, 4 and 16 positions. Whether a lone store-heavy trip or the queue of a SM's residents is what the
+# model's drifted-residents analysis (`hwmodels.cycle_time.steady_trip_s`) misses (validation/NOTES.md).
+RESIDENCY_HEADS = 11
+RESIDENCY_SEQS = (3, 6, 9, 15, 30)
+RESIDENCY_POSITIONS = (4, 16)
+
+
+def residency_cases() -> list[KdaCase]:
+    """The residency grid's verify cases: stored then not, for each sequence count and position count."""
+    return [KdaCase(VERIFY, s, t, VERIFY_BLOCK_V[0], RECURRENT_WARPS, store_states=store, heads=RESIDENCY_HEADS)
+            for s in RESIDENCY_SEQS for t in RESIDENCY_POSITIONS for store in (True, False)]
+
+
 def _flag(value: str) -> bool:
     if value not in ("True", "False"):
         raise ValueError(f"store_states must be True or False in a verify row, got {value!r}")

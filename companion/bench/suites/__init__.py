@@ -3,9 +3,11 @@
     python -m companion.bench suites --suite all --out DIR      # DIR defaults to $OUT
     python -m companion.bench suites --suite gemm --list        # the planned cases, no GPU needed
     python -m companion.bench suites --suite all --grid heldout --out DIR   # <suite>_heldout.csv
+    python -m companion.bench suites --suite kda --grid residency --out DIR   # kda_residency.csv
 
 `--grid heldout` times the held-out grid (`validation.heldout`: a seeded draw over the catalog's shapes) of the
-suites that have one, instead of the planned cases.
+suites that have one, instead of the planned cases. `--grid residency` times the KDA verify launches of one to ten
+workgroups a SM (`validation.suites.kda.residency_cases`).
 
 The cases, their exact FLOP and minimal HBM byte counts (counted before anything is timed) and the CSV
 columns come from the product side (`validation.suites`). Each suite's timing and correctness checks are
@@ -60,15 +62,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--suite", action="append", required=True, choices=[*suites.NAMES, "all"], help="repeatable")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: $OUT)")
     parser.add_argument("--list", action="store_true", help="print the planned cases and their counts; no GPU")
-    parser.add_argument("--grid", choices=["planned", "heldout"], default="planned",
-                        help="planned: each suite's own cases (default); heldout: its held-out draw")
+    parser.add_argument("--grid", choices=["planned", "heldout", "residency"], default="planned",
+                        help="planned: each suite's own cases (default); heldout: its held-out draw; residency: "
+                             "the suites that have one (kda), launches of 1 to 10 workgroups a SM")
     parser.add_argument("--draw", type=int, default=1, help="with --grid heldout: which draw (validation.heldout)")
 
 
 def _cases(suite: str, grid: str, draw: int = 1) -> list:
     from validation import heldout
 
+    if grid == "residency":
+        return list(suites.load(suite).residency_cases())
     return heldout.cases(suite, draw=draw) if grid == "heldout" else list(suites.cases(suite))
+
+
+def _csv_name(suite: str, grid: str, draw: int) -> str:
+    from validation import heldout
+
+    if grid == "residency":
+        return f"{suite}_residency.csv"
+    return heldout.csv_name(suite, draw) if grid == "heldout" else f"{suite}.csv"
 
 
 def run(args: argparse.Namespace) -> int:
@@ -77,6 +90,8 @@ def run(args: argparse.Namespace) -> int:
     names = suites.expand(args.suite)
     if args.grid == "heldout":
         names = [n for n in names if n in heldout.SUITES]
+    elif args.grid == "residency":
+        names = [n for n in names if hasattr(suites.load(n), "residency_cases")]
     if args.list:
         for suite in names:
             for case in _cases(suite, args.grid, args.draw):
@@ -93,7 +108,7 @@ def run(args: argparse.Namespace) -> int:
     for suite in names:
         rows, suite_failures = run_suite(suite, _cases(suite, args.grid, args.draw), env)
         failures += [f"{suite}: {f}" for f in suite_failures]
-        path = out / (heldout.csv_name(suite, args.draw) if args.grid == "heldout" else f"{suite}.csv")
+        path = out / _csv_name(suite, args.grid, args.draw)
         write_csv_atomic(path, suites.columns(suite), rows)
         print(f"wrote {path} ({len(rows)} rows); nvidia-smi: {timing.smi_clocks()}", flush=True)
         tables.append(format_table(suite, rows))
