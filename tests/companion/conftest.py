@@ -2,6 +2,13 @@
 
 TRITON_INTERPRET must be set before any kernel module is imported, so it is set here, at collection.
 On a CUDA machine (`pytest tests/companion` on the H200) the same tests run the compiled kernels.
+
+Triton's interpreter replaces triton.language's functions while it runs a kernel and puts them back after, but a
+@triton.jit function of another module that an interpreted kernel calls (triton.language.standard's, whose module
+sees `core`) replaces `core`'s too and nothing puts those back (Triton 3.9, `InterpretedFunction.__call__`): a
+kernel compiled later in the same test run (tests/compiled, the probes' compiled-code tests) is then traced through
+the interpreter's semantics and fails ("'block_argument' object has no attribute 'dtype'"). Each test here leaves
+the language as it found it (`_language_as_found`).
 """
 
 from __future__ import annotations
@@ -16,6 +23,29 @@ if not torch.cuda.is_available():
 pytest.importorskip("triton")
 
 DEVICE = "cuda" if torch.cuda.is_available() else "cpu"
+_ABSENT = object()
+
+
+def _language_owners() -> list:
+    """The modules and classes of triton.language whose attributes the interpreter replaces."""
+    import triton.language as tl
+
+    core = tl.core
+    return [tl, core, tl.math, core.tensor, core.dtype, core.condition, core.tensor_descriptor_base]
+
+
+@pytest.fixture(autouse=True)
+def _language_as_found():
+    """Whatever the test's interpreted kernels replaced in triton.language, put back after it."""
+    before = [(owner, dict(vars(owner))) for owner in _language_owners()]
+    yield
+    for owner, found in before:
+        now = dict(vars(owner))
+        for name in now.keys() - found.keys():
+            delattr(owner, name)
+        for name, value in found.items():
+            if now.get(name, _ABSENT) is not value:
+                setattr(owner, name, value)
 
 
 @pytest.fixture
