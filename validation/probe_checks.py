@@ -161,26 +161,31 @@ def async_arguments(row: dict[str, str]) -> tuple[int, list[str], int]:
     return grid, args, int(row["num_stages"])
 
 
-def async_rows(hw: str = "h200") -> list[Comparison]:
-    """The async probe's rows against `infersim kernel --triton` of the same kernel, grid, arguments and stages."""
+def _as_user_kernel(spec: str, row: dict[str, str], grid: int, args: list[str], hw: str, label: str, group: str,
+                    stages: int | None = None) -> Comparison:
+    """One probe row against `infersim kernel --triton` of its kernel at the row's grid, arguments and stages,
+    launched as the probe did (eager, the host's gaps hidden)."""
+    from compiled.triton_args import parse_args
+    from compiled.triton_kernel import triton_launch
     from hwmodels.calibration import load_calibration
     from hwmodels.roofline import kernel_time
     from hwmodels.spec import load_gpu
     from validation.comparison import launch_mode_of
 
-    gpu, calib = load_gpu(hw), load_calibration(hw)
-    from compiled.triton_args import parse_args
-    from compiled.triton_kernel import triton_launch
+    gpu = load_gpu(hw)
+    found = triton_launch(spec, (grid, 1, 1), parse_args(args), gpu, int(row["num_warps"]), stages)
+    mode = launch_mode_of({**row, "launch_mode": "eager", "host_gaps": "hidden"})
+    t = kernel_time(found.work, gpu, load_calibration(hw), mode)
+    return Comparison(label, group, "eager", float(row["time_s_median"]), t.time_s, t.bound.value, mode=mode.value)
 
+
+def async_rows(hw: str = "h200") -> list[Comparison]:
+    """The async probe's rows against `infersim kernel --triton` of the same kernel, grid, arguments and stages."""
     out = []
     for row in _rows(hw, "async"):
         grid, args, stages = async_arguments(row)
-        found = triton_launch(ASYNC_KERNEL, (grid, 1, 1), parse_args(args), gpu, int(row["num_warps"]), stages)
-        mode = launch_mode_of({**row, "launch_mode": "eager", "host_gaps": "hidden"})
-        t = kernel_time(found.work, gpu, calib, mode)
         label = f"tile {row['rows']}x{row['cols']} stages={stages} programs={grid}"
-        out.append(Comparison(label, "probe async", "eager", float(row["time_s_median"]), t.time_s, t.bound.value,
-                              mode=mode.value))
+        out.append(_as_user_kernel(ASYNC_KERNEL, row, grid, args, hw, label, "probe async", stages))
     return out
 
 
@@ -198,21 +203,9 @@ def drift_arguments(row: dict[str, str]) -> tuple[int, list[str]]:
 
 def drift_rows(hw: str = "h100") -> list[Comparison]:
     """The drift probe's rows against `infersim kernel --triton` of the same kernel, grid and arguments."""
-    from compiled.triton_args import parse_args
-    from compiled.triton_kernel import triton_launch
-    from hwmodels.calibration import load_calibration
-    from hwmodels.roofline import kernel_time
-    from hwmodels.spec import load_gpu
-    from validation.comparison import launch_mode_of
-
-    gpu, calib = load_gpu(hw), load_calibration(hw)
     out = []
     for row in _rows(hw, "drift"):
         grid, args = drift_arguments(row)
-        found = triton_launch(DRIFT_KERNEL, (grid, 1, 1), parse_args(args), gpu, int(row["num_warps"]))
-        mode = launch_mode_of({**row, "launch_mode": "eager", "host_gaps": "hidden"})
-        t = kernel_time(found.work, gpu, calib, mode)
         label = f"{row['mode']} rounds={row['rounds']} programs={grid}"
-        out.append(Comparison(label, "probe drift", "eager", float(row["time_s_median"]), t.time_s, t.bound.value,
-                              mode=mode.value))
+        out.append(_as_user_kernel(DRIFT_KERNEL, row, grid, args, hw, label, "probe drift"))
     return out
