@@ -11,14 +11,18 @@ A build is kept on disk (`compiled.disk_cache`), keyed by the kernel's source (T
 function and everything it calls), the configuration (signature, constants, specialisations, warps, stages), the
 target and the Triton version, so only the first process that asks for a configuration compiles it. Triton is
 imported inside the functions that compile: without it `available()` is False and the product times every kernel
-from its analytic program.
+from its analytic program. A process that imported Triton under its interpreter (TRITON_INTERPRET=1, as the test
+run of the kernels on the CPU does) holds the language's own @triton.jit functions as interpreted ones, which the
+compiler cannot trace: there each build runs in a child process with the variable unset (`language_interpreted`).
 """
 
 from __future__ import annotations
 
 import os
+import pickle
 import re
 import subprocess
+import sys
 import tempfile
 from dataclasses import asdict, dataclass
 from functools import cache
@@ -133,8 +137,54 @@ def _amd_registers(amdgcn: str) -> tuple[int, int, int]:
     return field(".vgpr_count"), field(".agpr_count", 0), field(".sgpr_count")  # no AGPR count: none used
 
 
+def language_interpreted() -> bool:
+    """Whether this process imported Triton's language under its interpreter (TRITON_INTERPRET=1 at import, as a
+    test run of kernels on the CPU does): the language's own @triton.jit functions (tl.sum, tl.cdiv, ...) are then
+    interpreted functions for the life of the process, and a kernel that calls one cannot be compiled here."""
+    from triton.language import standard
+    from triton.runtime.jit import JITFunction
+
+    return not isinstance(standard.sum, JITFunction)
+
+
+# A child process that compiles one kernel with the language imported as the compiler needs it: reads the pickled
+# (file, kernel name, signature, constants, warps, aligned, stages, target) from stdin, writes the pickled Build
+# or the compiler's error.
+_CHILD = """
+import importlib.util, pickle, sys
+from compiled.triton_build import _build
+path, name, signature, constexprs, num_warps, aligned, num_stages, target = pickle.load(sys.stdin.buffer)
+spec = importlib.util.spec_from_file_location("_infersim_compiled_kernel", path)
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+try:
+    found = _build(getattr(module, name), signature, constexprs, num_warps, aligned, num_stages, target)
+except Exception as e:  # the compiler's own message goes back to the parent, which raises it
+    found = RuntimeError(str(e))
+sys.stdout.buffer.write(pickle.dumps(found))
+"""
+
+
+def _build_in_child(fn, signature: dict[str, str], constexprs: dict, num_warps: int, aligned: tuple[str, ...],
+                    num_stages: int, target: Target) -> Build:
+    """`_build` in a fresh Python process without TRITON_INTERPRET, the kernel loaded there from its file."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+    env["PYTHONPATH"] = os.pathsep.join(p for p in sys.path if p)
+    payload = pickle.dumps((fn.fn.__code__.co_filename, fn.fn.__name__, signature, constexprs, num_warps, aligned,
+                            num_stages, target))
+    done = subprocess.run([sys.executable, "-c", _CHILD], input=payload, capture_output=True, env=env)
+    if done.returncode != 0:
+        raise RuntimeError(f"the child process that compiles failed: {done.stderr.decode(errors='replace')[-2000:]}")
+    found = pickle.loads(done.stdout)
+    if isinstance(found, Exception):
+        raise found
+    return found
+
+
 def _build(fn, signature: dict[str, str], constexprs: dict, num_warps: int, aligned: tuple[str, ...],
            num_stages: int, target: Target) -> Build:
+    if language_interpreted():
+        return _build_in_child(fn, signature, constexprs, num_warps, aligned, num_stages, target)
     compiled = compile_kernel(fn, signature, constexprs, num_warps, aligned, num_stages, target)
     shared = int(compiled.metadata.shared)
     if target.backend == "cuda":

@@ -5,10 +5,9 @@ On a CUDA machine (`pytest tests/companion` on the H200) the same tests run the 
 
 Triton's interpreter replaces triton.language's functions while it runs a kernel and puts them back after, but a
 @triton.jit function of another module that an interpreted kernel calls (triton.language.standard's, whose module
-sees `core`) replaces `core`'s too and nothing puts those back (Triton 3.9, `InterpretedFunction.__call__`): a
-kernel compiled later in the same test run (tests/compiled, the probes' compiled-code tests) is then traced through
-the interpreter's semantics and fails ("'block_argument' object has no attribute 'dtype'"). Each test here leaves
-the language as it found it (`_language_as_found`).
+sees `core`) replaces `core`'s too and nothing puts those back (Triton 3.9, `InterpretedFunction.__call__`): each
+test here leaves the language as it found it (`_language_as_found`), so no test runs on another's leftovers. (A
+kernel compiled later in the run is compiled in a child process: `compiled.triton_build.language_interpreted`.)
 """
 
 from __future__ import annotations

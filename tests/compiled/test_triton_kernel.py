@@ -276,3 +276,46 @@ def test_a_kernel_named_by_its_module_is_the_kernel_of_its_file(capsys):
     assert times[0] == times[1] > 0
     assert main(["kernel", "--hw", "h200", "--triton", "no.such.module:row_sums", "--grid", "1"]) == 2
     assert "no importable module of that name" in capsys.readouterr().err
+
+
+def test_a_process_that_interprets_kernels_still_compiles_them(tmp_path):
+    """Triton imported under TRITON_INTERPRET=1 (a CPU test run of the kernels) holds tl.sum and the rest of the
+    language's own @triton.jit functions as interpreted ones: a kernel that calls one is compiled in a child
+    process there, and gives the code a plain process gives. Fresh caches: Triton's own would skip the tracing."""
+    import os
+    import subprocess
+    import sys
+
+    from tests.conftest import ROOT
+
+    (tmp_path / "summing.py").write_text(textwrap.dedent('''
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def row_total(x, out, BLOCK: tl.constexpr):
+            cols = tl.arange(0, BLOCK)
+            tl.store(out + tl.program_id(0), tl.sum(tl.load(x + tl.program_id(0) * BLOCK + cols), axis=0))
+    '''))
+    script = textwrap.dedent(f'''
+        import importlib.util, sys
+        from compiled import triton_build
+        spec = importlib.util.spec_from_file_location("summing", {str(tmp_path / "summing.py")!r})
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        build = triton_build._build(module.row_total, {{"x": "*fp32", "out": "*fp32", "BLOCK": "constexpr"}},
+                                    {{"BLOCK": 256}}, 4, (), 3, triton_build.Target("cuda", "sm_90"))
+        print(triton_build.language_interpreted(), build.registers, build.asm.count("SHFL"))
+    ''')
+
+    def run(interpret: bool) -> list[str]:
+        env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}
+        env.update(TRITON_CACHE_DIR=str(tmp_path / ("tc_i" if interpret else "tc")), INFERSIM_NO_CACHE="1",
+                   PYTHONPATH=str(ROOT), **({"TRITON_INTERPRET": "1"} if interpret else {}))
+        done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, cwd=ROOT)
+        assert done.returncode == 0, done.stderr[-2000:]
+        return done.stdout.split()
+
+    interpreted, plain = run(True), run(False)
+    assert interpreted[0] == "True" and plain[0] == "False"
+    assert interpreted[1:] == plain[1:] and int(plain[2]) > 0  # the same registers; tl.sum's warp shuffles
