@@ -201,6 +201,7 @@ def kernel_busy(work: Work, gpu: GPU, calib: Calibration, dispatch: Dispatch | N
         memory_s = work.bytes / bandwidth
         if work.program is not None:  # short rows' pieces pass the L2 at its rate of pieces, across the GPU
             memory_s = max(memory_s, work.program.short_rows_s(gpu, work.workgroups))
+        memory_s = max(memory_s, work.phased_memory_s(bandwidth, gpu.l2_bandwidth_bytes_per_s))
         residency = Residency(work.workgroups, -(-work.threads_per_workgroup // gpu.wave_size),
                               occ.workgroups_per_cu)
         curve = MemoryCurve(calib.mlp_latency_s or gpu.dram_latency_s * calib.mlp_latency_ratio, calib.mlp_smoothness,

@@ -74,6 +74,11 @@ class Work:
     # vLLM's fused-MoE kernel launches row tiles for the worst padding of any routing); the dispatcher hands each
     # to a CU after the real ones (`GPU.workgroup_dispatch_s` a program a CU)
     exiting_workgroups: int = 0
+    # (HBM bytes, L2 read bytes) of the launch's phases, in the order its workgroups run: the workgroups of a phase
+    # run together, so a phase takes the longer of its HBM bytes at HBM's rate and its reads at L2's, and a phase
+    # that reads one tile many times from L2 leaves HBM idle meanwhile (a fused MoE's experts, each its row tiles
+    # over one weight, in the sorted order of its rows). Empty: one phase, its HBM bytes the bound.
+    l2_phases: tuple[tuple[float, float], ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.flop_by_dtype, MappingProxyType):
@@ -90,6 +95,8 @@ class Work:
             value = getattr(self, name)
             if value is not None and value < 0:
                 raise ValueError(f"{name} must not be negative, got {value}")
+        if any(hbm < 0 or l2 < 0 for hbm, l2 in self.l2_phases):
+            raise ValueError(f"l2_phases must not hold negative bytes, got {self.l2_phases!r}")
         if self.threads_per_workgroup <= 0:
             raise ValueError(f"threads_per_workgroup must be positive, got {self.threads_per_workgroup}")
 
@@ -121,6 +128,11 @@ class Work:
         if self.flop_per_workgroup is not None:
             return self.flop_per_workgroup
         return self.flop / self.workgroups if self.workgroups else 0.0
+
+    def phased_memory_s(self, hbm_bytes_per_s: float, l2_bytes_per_s: float) -> float:
+        """Seconds the launch's phases take (`l2_phases`), each the longer of its HBM bytes at `hbm_bytes_per_s`
+        and its L2 reads at `l2_bytes_per_s`; 0 for a launch of one phase."""
+        return sum(max(hbm / hbm_bytes_per_s, l2 / l2_bytes_per_s) for hbm, l2 in self.l2_phases)
 
     @property
     def streams(self) -> int:

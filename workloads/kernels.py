@@ -8,6 +8,7 @@ arithmetic under FP32; bytes are HBM bytes, each input read and each output writ
 from __future__ import annotations
 
 import math
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
@@ -56,7 +57,7 @@ def rescale_flop(values: int, depth: int, group: int) -> int:
     return 2 * values * cdiv(depth, group) if group else 0
 
 
-def _gemm_program(depth: int, tile_n: int, tile_k: int, stages: int, dtype: Dtype, row_blocks: int) -> Program:
+def _gemm_program(depth: int, tile_n: int, tile_k: int, stages: int, dtype: Dtype, row_blocks: float) -> Program:
     """A GEMM tile: k / tile_k trips, each loading its B tile `stages - 1` trips ahead (cp.async or TMA
     pipelines; buffer_load on CDNA) and feeding the accumulators tile_k deep; the matrix rate itself is the
     roofline's compute term. The `row_blocks` row blocks of a column share its B tiles: the first touch comes
@@ -278,11 +279,26 @@ class MoeGemm(KernelKind):
                 ),
                 family=Family.MOE_GEMM,
                 program=_gemm_program(k, min(n, self.tile_n), self.tile_k, self.stages, self.dtype,
-                                      max(1, round(mean_tiles))),
+                                      max(1.0, mean_tiles)),
                 exiting_workgroups=max(0, self.grid_row_tiles - row_tiles) * cdiv(n, self.tile_n),
+                l2_phases=self._expert_phases(),
                 **figures,
             ),
         )
+
+    def _expert_phases(self) -> tuple[tuple[float, float], ...]:
+        """(HBM bytes, L2 reads) of each expert's workgroups, which run together: the launch walks the row tiles in
+        the sorted order of their rows, expert after expert (`Work.l2_phases`). An expert's weight comes from HBM
+        once and is read by each of its row tiles; its rows are read by each column tile and its output written
+        once. Experts with equal rows are one phase of their summed bytes (the same bound, added)."""
+        n, k, weight = self.n, self.k, self.dtype.storage_bytes(self.k * self.n)
+        column_tiles = cdiv(n, self.tile_n)
+        phases = []
+        for rows, count in sorted(Counter(r for r in self._rows() if r).items()):
+            hbm = weight + self.dtype.storage_bytes(rows * k) + self.out_dtype.storage_bytes(rows * n)
+            l2 = cdiv(rows, self.tile_m) * weight + column_tiles * self.dtype.storage_bytes(rows * k)
+            phases.append((count * hbm, count * l2))
+        return tuple(phases)
 
 
 def worst_case_row_tiles(routed_rows: int, experts: int, tile_m: int, capped: bool = True) -> int:

@@ -204,7 +204,8 @@ def test_a_launchs_value_key_tells_apart_every_field_and_equal_launches_share_it
                "registers_per_thread": 64, "launches": 2, "family": Family.GEMM, "flop_per_workgroup": 1e7,
                "flop_heaviest_workgroup": 2e7, "memory_workgroups": 8, "bytes_per_workgroup": 1e5,
                "warp_instructions_per_workgroup": 100.0, "program": Program(trips=5, trip_load_bytes=4096),
-               "triton_launch": True, "grouped_library": True, "grouped_tail_groups": 3, "exiting_workgroups": 7}
+               "triton_launch": True, "grouped_library": True, "grouped_tail_groups": 3, "exiting_workgroups": 7,
+               "l2_phases": ((1.0, 2.0),)}
     assert set(changed) == {f.name for f in fields(Work)}  # a new field must be added here, and to the key
     for name, value in changed.items():
         assert replace(base, **{name: value}).value_key() != base.value_key(), name

@@ -173,3 +173,38 @@ def test_kda_grouped_scan_exposes_parallel_work_that_the_plain_scan_lacks():
     gpu, calib = load_gpu("mi355x"), load_calibration("mi355x")
     plain_scan, replay = kernel_time(plain.launches()[1], gpu, calib), kernel_time(grouped.launches()[3], gpu, calib)
     assert replay.compute_s < plain_scan.compute_s / 5
+
+
+def test_a_fused_moes_experts_are_phases_whose_bytes_are_the_launchs():
+    """Each expert's phase: its weight once from HBM plus its rows and output; its weight read from L2 by each row
+    tile and its rows by each column tile. The phases' HBM bytes add up to the launch's."""
+    rows = (300, 40, 40, 7, 0, 1)
+    kernel = MoeGemm(experts=6, tokens_per_expert=300, n=1024, k=512, tile_m=32, tile_n=128, rows_by_expert=rows)
+    (work,) = kernel.launches()
+    assert sum(hbm for hbm, _ in work.l2_phases) == pytest.approx(work.bytes)
+    weight = 2 * 1024 * 512
+    by_rows = {300: (weight + 2 * 300 * (512 + 1024), 10 * weight + 8 * 2 * 300 * 512),
+               40: (2 * (weight + 2 * 40 * (512 + 1024)), 2 * (2 * weight + 8 * 2 * 40 * 512))}
+    phases = dict(zip(sorted({r for r in rows if r}), work.l2_phases, strict=True))
+    for r, expected in by_rows.items():
+        assert phases[r] == pytest.approx(expected)
+    assert work.program.reuse == pytest.approx((10 + 2 + 2 + 1 + 1) / 5)  # row tiles over active experts, unrounded
+
+
+@pytest.mark.parametrize("gpu_name", ["h200", "mi355x"])
+def test_a_hot_expert_read_from_l2_leaves_hbm_idle(gpu_name):
+    """One expert's weight read by many row tiles runs at L2's rate while HBM waits: the same routed rows and the
+    same HBM bytes take longer skewed onto one expert than spread over the experts, and the launch is never faster
+    than its phases at their rates."""
+    gpu, calib = load_gpu(gpu_name), load_calibration(gpu_name)
+    balanced = MoeGemm(experts=64, tokens_per_expert=64, n=4096, k=2048, tile_m=64, tile_n=128)
+    skewed_rows = (64 * 64 - 63 * 8,) + (8,) * 63
+    skewed = replace(balanced, tokens_per_expert=max(skewed_rows), rows_by_expert=skewed_rows)
+    (b,), (s,) = balanced.launches(), skewed.launches()
+    assert b.bytes == s.bytes
+    bandwidth = gpu.hbm_bandwidth_bytes_per_s * calib.memory_efficiency_for(s.family)
+    phased = s.phased_memory_s(bandwidth, gpu.l2_bandwidth_bytes_per_s)
+    assert phased > s.bytes / bandwidth  # the hot expert's phase is L2's
+    assert _time(skewed, gpu_name, LaunchMode.GRAPH) >= phased
+    if gpu_name == "h200":  # 9.2 TB/s of L2 against 4.8 of HBM: 57 row tiles of one weight bind L2
+        assert _time(skewed, gpu_name, LaunchMode.GRAPH) > _time(balanced, gpu_name, LaunchMode.GRAPH)
