@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 from types import MappingProxyType
 from typing import TYPE_CHECKING, ClassVar
@@ -281,24 +281,26 @@ class MoeGemm(KernelKind):
                 program=_gemm_program(k, min(n, self.tile_n), self.tile_k, self.stages, self.dtype,
                                       max(1.0, mean_tiles)),
                 exiting_workgroups=max(0, self.grid_row_tiles - row_tiles) * cdiv(n, self.tile_n),
-                l2_phases=self._expert_phases(),
+                l2_phases=_group_phases(active, n, k, self.tile_n, lambda r: cdiv(r, self.tile_m), self.dtype,
+                                        self.out_dtype),
                 **figures,
             ),
         )
 
-    def _expert_phases(self) -> tuple[tuple[float, float], ...]:
-        """(HBM bytes, L2 reads) of each expert's workgroups, which run together: the launch walks the row tiles in
-        the sorted order of their rows, expert after expert (`Work.l2_phases`). An expert's weight comes from HBM
-        once and is read by each of its row tiles; its rows are read by each column tile and its output written
-        once. Experts with equal rows are one phase of their summed bytes (the same bound, added)."""
-        n, k, weight = self.n, self.k, self.dtype.storage_bytes(self.k * self.n)
-        column_tiles = cdiv(n, self.tile_n)
-        phases = []
-        for rows, count in sorted(Counter(r for r in self._rows() if r).items()):
-            hbm = weight + self.dtype.storage_bytes(rows * k) + self.out_dtype.storage_bytes(rows * n)
-            l2 = cdiv(rows, self.tile_m) * weight + column_tiles * self.dtype.storage_bytes(rows * k)
-            phases.append((count * hbm, count * l2))
-        return tuple(phases)
+
+def _group_phases(rows: list[int], n: int, k: int, tile_n: int, row_tiles: Callable[[int], int], dtype: Dtype,
+                  out_dtype: Dtype) -> tuple[tuple[float, float], ...]:
+    """(HBM bytes, L2 reads) of each group's workgroups, which run together: a fused MoE walks its row tiles in
+    the sorted order of their rows and a persistent grouped GEMM its tiles group by group, expert after expert
+    (`Work.l2_phases`). A group's weight comes from HBM once and is read by each of its `row_tiles(rows)` row
+    tiles; its rows are read by each column tile and its output written once. Groups with equal rows are one phase
+    of their summed bytes (the same bound, added)."""
+    weight, column_tiles = dtype.storage_bytes(k * n), cdiv(n, tile_n)
+    phases = []
+    for r, count in sorted(Counter(rows).items()):
+        hbm = weight + dtype.storage_bytes(r * k) + out_dtype.storage_bytes(r * n)
+        phases.append((count * hbm, count * (row_tiles(r) * weight + column_tiles * dtype.storage_bytes(r * k))))
+    return tuple(phases)
 
 
 def worst_case_row_tiles(routed_rows: int, experts: int, tile_m: int, capped: bool = True) -> int:
@@ -416,7 +418,7 @@ class GroupedMm(KernelKind):
         col_tiles = cdiv(self.n, tile_n)
         routed = sum(active)
         program = _gemm_program(self.k, min(self.n, tile_n), tile_k, GROUPED_STAGES, dtype,
-                                max(1, round(row_tiles / len(active))))
+                                max(1.0, row_tiles / len(active)))
         program = replace(program, setup_chain=Chain(dram=self.switch_share() * GROUPED_SWITCH_ROUND_TRIPS),
                           trip_shared_l2=grouped_shared_a_round_trips(col_tiles, min(routed / len(active), tile_m)))
         gemm = Work(
@@ -427,6 +429,8 @@ class GroupedMm(KernelKind):
             lds_bytes_per_workgroup=_gemm_lds_bytes(GROUPED_STAGES, tile_m, tile_n, tile_k, dtype),
             family=Family.MOE_GEMM, program=program, grouped_library=True,
             grouped_tail_groups=len(rows) - max(i for i, r in enumerate(rows) if r) - 1,
+            l2_phases=_group_phases(active, self.n, self.k, tile_n, lambda r: cdiv(cdiv(r, tile_m), GROUPED_CLUSTER_M)
+                                    * GROUPED_CLUSTER_M, dtype, dtype),
             **_tile_figures(min(max(rows), tile_m), min(self.n, tile_n), self.k, tile_m, len(active) * col_tiles,
                             dtype, dtype),
         )
