@@ -144,6 +144,40 @@ def test_drifted_resident_workgroups_overlap_but_pass_no_bound():
         assert steady < lockstep  # while one waits for its loads, the others compute
 
 
+
+def _exponential_mva_s(compute: float, memory: float, delay: float, resident: int) -> float:
+    """Exact mean value analysis of two exponential queues and a delay: seconds per trip of each resident."""
+    queued_c = queued_m = throughput = 0.0
+    for n in range(1, resident + 1):
+        at_c, at_m = compute * (1 + queued_c), memory * (1 + queued_m)
+        throughput = n / (at_c + at_m + delay)
+        queued_c, queued_m = throughput * at_c, throughput * at_m
+    return resident / throughput
+
+
+def test_loads_queue_as_fixed_tiles_and_stores_as_bursts_at_the_memory_path():
+    """A trip's loads wait half the service in progress (a fixed tile), its stores all of it (exponential): a
+    store-only path is the exact exponential analysis, a load-only one runs closer to its busier queue, and
+    neither passes it."""
+    share = HBM / 132
+    loads = Program(trips=1, trip_load_bytes=8192, trip_instructions=270)
+    one = trip_s(loads, H200, 1, 4, 132, CURVE, HBM)
+    compute, memory = 4 * 270 / (4 * H200.boost_clock_hz), 8192 / share
+    for resident in (2, 4, 8, 16):
+        steady = steady_trip_s(loads, H200, resident, 4, 132, CURVE, HBM)
+        exponential = _exponential_mva_s(compute, memory, max(0.0, one - compute - memory), resident)
+        assert steady < exponential
+        assert steady >= resident * max(compute, memory) * (1 - 1e-9)
+    # TILE's bytes are half stores: it sits between the two
+    tile_one = trip_s(TILE, H200, 1, 4, 132, CURVE, HBM)
+    tile_memory = 8192 / share
+    tile_exponential = _exponential_mva_s(compute, tile_memory, max(0.0, tile_one - compute - tile_memory), 8)
+    assert steady_trip_s(TILE, H200, 8, 4, 132, CURVE, HBM) < tile_exponential
+    stores = Program(trips=1, trip_load_bytes=0, trip_store_bytes=8192, trip_instructions=270)
+    store_one = trip_s(stores, H200, 1, 4, 132, CURVE, HBM)
+    assert steady_trip_s(stores, H200, 8, 4, 132, CURVE, HBM) == pytest.approx(
+        _exponential_mva_s(compute, memory, max(0.0, store_one - compute - memory), 8))
+
 def test_an_unpipelined_grid_runs_its_first_trip_in_lockstep_then_drifts():
     residency = Residency(132 * 16 * 10, 4, 16)  # ten full waves of 16 per CU
     steady = steady_trip_s(TILE, H200, 16, 4, 132, CURVE, HBM)
