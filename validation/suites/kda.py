@@ -188,3 +188,17 @@ def compare(row: dict[str, str], gpu_name: str):
     else:
         raise ValueError(f"unknown kda kernel {kernel!r}")
     return compare_row(row, model, gpu_name, label, GROUPS[kernel])
+
+
+# The generations grid (`suites --suite kda --grid generations`, `kda_generations.csv`): the same verify launches at
+# 16 positions with 4 to 21 workgroups a SM, around the four (states not stored: 111 registers) and five (stored: 96)
+# that fit on a SM at once. Whether a SM's workgroups beyond its resident slots run as a generation of their own
+# after the others, or spread over the slots as they free (the even split of `hwmodels.cycle_time.drifting_s`).
+GENERATIONS_SEQS = (12, 15, 18, 21, 24, 27, 36, 39, 60, 63)
+GENERATIONS_POSITIONS = 16
+
+
+def generations_cases() -> list[KdaCase]:
+    """The generations grid's verify cases: stored then not, for each sequence count."""
+    return [KdaCase(VERIFY, s, GENERATIONS_POSITIONS, VERIFY_BLOCK_V[0], RECURRENT_WARPS, store_states=store,
+                    heads=RESIDENCY_HEADS) for s in GENERATIONS_SEQS for store in (True, False)]

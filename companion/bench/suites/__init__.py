@@ -4,10 +4,12 @@
     python -m companion.bench suites --suite gemm --list        # the planned cases, no GPU needed
     python -m companion.bench suites --suite all --grid heldout --out DIR   # <suite>_heldout.csv
     python -m companion.bench suites --suite kda --grid residency --out DIR   # kda_residency.csv
+    python -m companion.bench suites --suite kda --grid generations --out DIR   # kda_generations.csv
 
 `--grid heldout` times the held-out grid (`validation.heldout`: a seeded draw over the catalog's shapes) of the
 suites that have one, instead of the planned cases. `--grid residency` times the KDA verify launches of one to ten
-workgroups a SM (`validation.suites.kda.residency_cases`).
+workgroups a SM (`validation.suites.kda.residency_cases`); `--grid generations` those of 4 to 21 a SM, around the
+slots a SM holds (`generations_cases`).
 
 The cases, their exact FLOP and minimal HBM byte counts (counted before anything is timed) and the CSV
 columns come from the product side (`validation.suites`). Each suite's timing and correctness checks are
@@ -57,30 +59,34 @@ def format_table(suite: str, rows: Sequence[dict[str, object]]) -> str:
         )
     return "\n".join(lines)
 
+# grids of their own that a suite may define as `<grid>_cases()`, written to `<suite>_<grid>.csv`
+EXTRA_GRIDS = ("residency", "generations")
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--suite", action="append", required=True, choices=[*suites.NAMES, "all"], help="repeatable")
     parser.add_argument("--out", type=Path, default=None, help="output folder (default: $OUT)")
     parser.add_argument("--list", action="store_true", help="print the planned cases and their counts; no GPU")
-    parser.add_argument("--grid", choices=["planned", "heldout", "residency"], default="planned",
+    parser.add_argument("--grid", choices=["planned", "heldout", *EXTRA_GRIDS], default="planned",
                         help="planned: each suite's own cases (default); heldout: its held-out draw; residency: "
-                             "the suites that have one (kda), launches of 1 to 10 workgroups a SM")
+                             "the suites that have one (kda), launches of 1 to 10 workgroups a SM; generations: "
+                             "4 to 21 a SM, around the workgroups a SM holds at once")
     parser.add_argument("--draw", type=int, default=1, help="with --grid heldout: which draw (validation.heldout)")
 
 
 def _cases(suite: str, grid: str, draw: int = 1) -> list:
     from validation import heldout
 
-    if grid == "residency":
-        return list(suites.load(suite).residency_cases())
+    if grid in EXTRA_GRIDS:
+        return list(getattr(suites.load(suite), f"{grid}_cases")())
     return heldout.cases(suite, draw=draw) if grid == "heldout" else list(suites.cases(suite))
 
 
 def _csv_name(suite: str, grid: str, draw: int) -> str:
     from validation import heldout
 
-    if grid == "residency":
-        return f"{suite}_residency.csv"
+    if grid in EXTRA_GRIDS:
+        return f"{suite}_{grid}.csv"
     return heldout.csv_name(suite, draw) if grid == "heldout" else f"{suite}.csv"
 
 
@@ -90,8 +96,8 @@ def run(args: argparse.Namespace) -> int:
     names = suites.expand(args.suite)
     if args.grid == "heldout":
         names = [n for n in names if n in heldout.SUITES]
-    elif args.grid == "residency":
-        names = [n for n in names if hasattr(suites.load(n), "residency_cases")]
+    elif args.grid in EXTRA_GRIDS:
+        names = [n for n in names if hasattr(suites.load(n), f"{args.grid}_cases")]
     if args.list:
         for suite in names:
             for case in _cases(suite, args.grid, args.draw):
