@@ -103,3 +103,18 @@ def test_the_kda_residency_grid_spans_one_to_ten_workgroups_a_sm():
     out = subprocess.run([sys.executable, "-m", "companion.bench", "suites", "--suite", "all", "--grid", "residency",
                           "--list"], cwd=ROOT, capture_output=True, text=True, check=True)
     assert len(out.stdout.splitlines()) == 20 and all(line.startswith("kda ") for line in out.stdout.splitlines())
+
+
+def test_the_kda_residency_and_generations_grids_list_their_workgroups_a_sm_without_a_gpu(capsys):
+    """Each grid lists its KDA verify launches: 11 heads of four 32-column tiles, so 44 workgroups a sequence, at
+    the workgroups a SM its predictions (validation/NOTES.md) were written for, stored and not."""
+    import ast
+
+    from companion.bench.cli import main
+
+    for grid, per_sm in (("residency", {1, 2, 3, 5, 10}), ("generations", {4, 5, 6, 7, 8, 9, 12, 13, 20, 21})):
+        assert main(["suites", "--suite", "kda", "--grid", grid, "--list"]) == 0
+        rows = [ast.literal_eval(line.split(" ", 1)[1]) for line in capsys.readouterr().out.splitlines()]
+        assert {r["seqs"] * r["heads"] * (r["value_dim"] // r["block_v"]) / 132 for r in rows} == per_sm
+        assert {r["store_states"] for r in rows} == {True, False} and len(rows) == 2 * len(per_sm) * (
+            2 if grid == "residency" else 1)
