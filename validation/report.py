@@ -12,7 +12,9 @@ writes REPORT.md and its figure.
 from __future__ import annotations
 
 import csv
+import itertools
 import statistics
+from dataclasses import replace
 from pathlib import Path
 
 from validation import suites
@@ -60,9 +62,14 @@ def error_summary(rows: list[Comparison]) -> dict[str, dict[str, float]]:
 
 
 def compare_all(hw: str) -> list[Comparison]:
-    """Every recorded row of a GPU: its kernel suites, and its two-GPU collective sweeps if any."""
+    """Every recorded row of a GPU: its kernel suites, their grids of their own (`suites.EXTRA_GRIDS`, each row's
+    group followed by the grid's name), and its two-GPU collective sweeps if any."""
     paths = [DATA_DIR / hw / f"{suite}.csv" for suite in suites.NAMES]
     rows = [row for path in paths if path.exists() for row in compare_suite(path, hw)]
+    for suite, grid in itertools.product(suites.NAMES, suites.EXTRA_GRIDS):
+        path = DATA_DIR / hw / f"{suite}_{grid}.csv"
+        if path.exists():
+            rows += [replace(row, group=f"{row.group} {grid}") for row in compare_suite(path, hw, suite)]
     return rows + compare_collectives(f"{hw}x2")
 
 

@@ -187,6 +187,8 @@ def compare(row: dict[str, str], gpu_name: str):
         label = f"{kernel} seqs={seqs} positions={tokens} bv={bv} store={store}"
     else:
         raise ValueError(f"unknown kda kernel {kernel!r}")
+    if heads != HEADS:  # the study's head count is left unsaid; any other is named, so labels stay distinct
+        label += f" heads={heads}"
     return compare_row(row, model, gpu_name, label, GROUPS[kernel])
 
 

@@ -59,8 +59,7 @@ def format_table(suite: str, rows: Sequence[dict[str, object]]) -> str:
         )
     return "\n".join(lines)
 
-# grids of their own that a suite may define as `<grid>_cases()`, written to `<suite>_<grid>.csv`
-EXTRA_GRIDS = ("residency", "generations")
+EXTRA_GRIDS = suites.EXTRA_GRIDS  # a suite's grids of its own, `<grid>_cases()`, written to `<suite>_<grid>.csv`
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
