@@ -273,10 +273,9 @@ def steady_trip_s(program: Program, gpu: GPU, resident: int, warps: int, streami
         per_scheduler = max(1.0, resident * warps / gpu.simds_per_cu)
         compute = max(compute, shared_cycles(program.trip_cycles_by_warps, per_scheduler)
                       / gpu.boost_clock_hz / resident)
-    memory = ((program.trip_load_bytes + program.trip_store_bytes)
-              / cu_share(program, gpu, hbm_bytes_per_s, streaming_cus))
-    delay = max(0.0, alone - compute - memory)
     moved_bytes = program.trip_load_bytes + program.trip_store_bytes
+    memory = moved_bytes / cu_share(program, gpu, hbm_bytes_per_s, streaming_cus)
+    delay = max(0.0, alone - compute - memory)
     regular = program.trip_load_bytes / moved_bytes if moved_bytes else 0.0  # 1 - c^2 of the memory path
     queued_compute = queued_memory = throughput = 0.0
     for n in range(1, resident + 1):

@@ -256,7 +256,11 @@ class MoeGemm(KernelKind):
         their own row tiles; the weight tile of an expert is shared by its row tiles (through L2) on average."""
         n, k, rows = self.n, self.k, self._rows()
         active = [r for r in rows if r]
-        row_tiles = sum(cdiv(r, self.tile_m) for r in active)
+
+        def tiles_of(r: int) -> int:
+            return cdiv(r, self.tile_m)
+
+        row_tiles = sum(map(tiles_of, active))
         routed = sum(active)
         mean_tiles = row_tiles / len(active) if active else 0.0
         if self.grid_row_tiles and self.grid_row_tiles < row_tiles:
@@ -281,8 +285,7 @@ class MoeGemm(KernelKind):
                 program=_gemm_program(k, min(n, self.tile_n), self.tile_k, self.stages, self.dtype,
                                       max(1.0, mean_tiles)),
                 exiting_workgroups=max(0, self.grid_row_tiles - row_tiles) * cdiv(n, self.tile_n),
-                l2_phases=_group_phases(active, n, k, self.tile_n, lambda r: cdiv(r, self.tile_m), self.dtype,
-                                        self.out_dtype),
+                l2_phases=_group_phases(active, n, k, self.tile_n, tiles_of, self.dtype, self.out_dtype),
                 **figures,
             ),
         )
@@ -414,7 +417,11 @@ class GroupedMm(KernelKind):
                     **full_block_figures(0.0, prep_bytes + 4.0 * self.experts, 1, 1))
         if not active:
             return (prep,)
-        row_tiles = sum(cdiv(cdiv(r, tile_m), GROUPED_CLUSTER_M) * GROUPED_CLUSTER_M for r in active)
+
+        def tiles_of(r: int) -> int:  # a group's row tiles, padded to whole clusters
+            return cdiv(cdiv(r, tile_m), GROUPED_CLUSTER_M) * GROUPED_CLUSTER_M
+
+        row_tiles = sum(map(tiles_of, active))
         col_tiles = cdiv(self.n, tile_n)
         routed = sum(active)
         program = _gemm_program(self.k, min(self.n, tile_n), tile_k, GROUPED_STAGES, dtype,
@@ -429,8 +436,7 @@ class GroupedMm(KernelKind):
             lds_bytes_per_workgroup=_gemm_lds_bytes(GROUPED_STAGES, tile_m, tile_n, tile_k, dtype),
             family=Family.MOE_GEMM, program=program, grouped_library=True,
             grouped_tail_groups=len(rows) - max(i for i, r in enumerate(rows) if r) - 1,
-            l2_phases=_group_phases(active, self.n, self.k, tile_n, lambda r: cdiv(cdiv(r, tile_m), GROUPED_CLUSTER_M)
-                                    * GROUPED_CLUSTER_M, dtype, dtype),
+            l2_phases=_group_phases(active, self.n, self.k, tile_n, tiles_of, dtype, dtype),
             **_tile_figures(min(max(rows), tile_m), min(self.n, tile_n), self.k, tile_m, len(active) * col_tiles,
                             dtype, dtype),
         )
