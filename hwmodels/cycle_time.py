@@ -257,12 +257,14 @@ def steady_trip_s(program: Program, gpu: GPU, resident: int, warps: int, streami
     workgroup alone gets `trip_s` of one; many approach the busier queue's rate. While one workgroup waits for
     its loads the others compute, which a lockstep wave (`trip_s` of all of them) does not let them do.
 
-    At the memory path a workgroup that arrives finds the one in service with (1 + c^2) / 2 of a service left
-    (the residual life of a renewal process; c the service time's coefficient of variation), where the exact
-    analysis of exponential servers takes all of it: the residence is D (1 + Q - (1 - c^2) U / 2) with the path's
-    queue Q and utilization U at one resident fewer. A trip's loads are a fixed tile at the path's rate (c^2 = 0,
-    assumption) and its stores leave in the bursts the memory controllers drain writes in (c^2 = 1, assumption:
-    the loaded-latency probe's writes hold reads back); a trip's c^2 is its stores' share of its bytes.
+    At either queue a workgroup that arrives finds the one in service with (1 + c^2) / 2 of a service left (the
+    residual life of a renewal process; c the service time's coefficient of variation), where the exact analysis
+    of exponential servers takes all of it: the residence is D (1 + Q - (1 - c^2) U / 2) with the queue's Q and
+    utilization U at one resident fewer. At the schedulers a trip is a fixed instruction stream (c^2 = 0,
+    assumption: the same trip's instructions every time, no data-dependent branch). At the memory path its loads
+    are a fixed tile at the path's rate (c^2 = 0, assumption) and its stores leave in the bursts the memory
+    controllers drain writes in (c^2 = 1, assumption: the loaded-latency probe's writes hold reads back); a
+    trip's c^2 there is its stores' share of its bytes.
     """
     alone = trip_s(program, gpu, 1, warps, streaming_cus, curve, hbm_bytes_per_s)
     if resident <= 1:
@@ -279,9 +281,9 @@ def steady_trip_s(program: Program, gpu: GPU, resident: int, warps: int, streami
     regular = program.trip_load_bytes / moved_bytes if moved_bytes else 0.0  # 1 - c^2 of the memory path
     queued_compute = queued_memory = throughput = 0.0
     for n in range(1, resident + 1):
-        busy = throughput * memory  # the memory path's utilization with n - 1 residents
-        at_compute = compute * (1 + queued_compute)
-        at_memory = memory * (1 + queued_memory - regular * busy / 2)
+        # each queue's utilization with n - 1 residents, a fixed instruction stream's c^2 = 0 at the schedulers
+        at_compute = compute * (1 + queued_compute - throughput * compute / 2)
+        at_memory = memory * (1 + queued_memory - regular * throughput * memory / 2)
         # the residual correction can promise more than the busier queue serves: never past its rate
         throughput = n / (at_compute + at_memory + delay)
         if max(compute, memory) > 0:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from dataclasses import replace
 
 import pytest
@@ -155,28 +156,61 @@ def _exponential_mva_s(compute: float, memory: float, delay: float, resident: in
     return resident / throughput
 
 
-def test_loads_queue_as_fixed_tiles_and_stores_as_bursts_at_the_memory_path():
-    """A trip's loads wait half the service in progress (a fixed tile), its stores all of it (exponential): a
-    store-only path is the exact exponential analysis, a load-only one runs closer to its busier queue, and
-    neither passes it."""
+def _deterministic_network_s(compute: float, memory: float, delay: float, resident: int, trips: int = 200) -> float:
+    """The same network with fixed service times, simulated event by event (first come, first served at each
+    queue): seconds per trip of each resident over the second half of `trips` trips each."""
+    free = [0.0, 0.0]
+    events = [(0.0, n, 0) for n in range(resident)]  # (time, order of arrival, queue)
+    ends: list[float] = []
+    while events:
+        now, order, queue = heapq.heappop(events)
+        free[queue] = max(now, free[queue]) + (compute, memory)[queue]
+        if queue == 0:
+            heapq.heappush(events, (free[0], order, 1))
+        else:
+            ends.append(free[1])
+            if len(ends) < trips * resident:
+                heapq.heappush(events, (free[1] + delay, order + resident, 0))
+    half = len(ends) // 2
+    return (ends[-1] - ends[half]) / (len(ends) - 1 - half) * resident
+
+
+@pytest.mark.parametrize(("load_bytes", "instructions"), [(8192, 270), (8192, 540), (4096, 540), (16384, 100)])
+def test_fixed_trips_queue_between_a_deterministic_and_an_exponential_network(load_bytes, instructions):
+    """A trip of loads only is a fixed instruction stream and a fixed tile: the residual correction at both queues
+    puts it between the same network simulated with fixed service times (no better than that) and the exact
+    exponential analysis, and a crowded CU reaches its busier queue's rate."""
     share = HBM / 132
-    loads = Program(trips=1, trip_load_bytes=8192, trip_instructions=270)
+    loads = Program(trips=1, trip_load_bytes=load_bytes, trip_instructions=instructions)
     one = trip_s(loads, H200, 1, 4, 132, CURVE, HBM)
-    compute, memory = 4 * 270 / (4 * H200.boost_clock_hz), 8192 / share
-    for resident in (2, 4, 8, 16):
+    compute, memory = 4 * instructions / (4 * H200.boost_clock_hz), load_bytes / share
+    delay = max(0.0, one - compute - memory)
+    for resident in (2, 3, 4, 8, 16):
         steady = steady_trip_s(loads, H200, resident, 4, 132, CURVE, HBM)
-        exponential = _exponential_mva_s(compute, memory, max(0.0, one - compute - memory), resident)
-        assert steady < exponential
+        assert _deterministic_network_s(compute, memory, delay, resident) * (1 - 1e-6) <= steady
+        assert steady <= _exponential_mva_s(compute, memory, delay, resident) * (1 + 1e-9)
         assert steady >= resident * max(compute, memory) * (1 - 1e-9)
-    # TILE's bytes are half stores: it sits between the two
-    tile_one = trip_s(TILE, H200, 1, 4, 132, CURVE, HBM)
-    tile_memory = 8192 / share
-    tile_exponential = _exponential_mva_s(compute, tile_memory, max(0.0, tile_one - compute - tile_memory), 8)
-    assert steady_trip_s(TILE, H200, 8, 4, 132, CURVE, HBM) < tile_exponential
-    stores = Program(trips=1, trip_load_bytes=0, trip_store_bytes=8192, trip_instructions=270)
-    store_one = trip_s(stores, H200, 1, 4, 132, CURVE, HBM)
+    crowded = 16
+    assert steady_trip_s(loads, H200, crowded, 4, 132, CURVE, HBM) == pytest.approx(
+        crowded * max(compute, memory))
+    assert _exponential_mva_s(compute, memory, delay, 4) > steady_trip_s(loads, H200, 4, 4, 132, CURVE, HBM)
+
+
+def test_stores_queue_as_bursts_at_the_memory_path():
+    """A trip's stores leave in bursts (exponential): a store-only trip with no instructions is the exact
+    exponential analysis, and half its bytes as a fixed tile of loads runs faster than that."""
+    share = HBM / 132
+    stores = Program(trips=1, trip_load_bytes=0, trip_store_bytes=8192, trip_instructions=0)
+    one = trip_s(stores, H200, 1, 4, 132, CURVE, HBM)
+    memory = 8192 / share
     assert steady_trip_s(stores, H200, 8, 4, 132, CURVE, HBM) == pytest.approx(
-        _exponential_mva_s(compute, memory, max(0.0, store_one - compute - memory), 8))
+        _exponential_mva_s(0.0, memory, max(0.0, one - memory), 8))
+    tile = Program(trips=1, trip_load_bytes=4096, trip_store_bytes=4096, trip_instructions=0)
+    tile_one = trip_s(tile, H200, 1, 4, 132, CURVE, HBM)
+    for resident in (2, 4, 8):
+        assert steady_trip_s(tile, H200, resident, 4, 132, CURVE, HBM) < _exponential_mva_s(
+            0.0, memory, max(0.0, tile_one - memory), resident)
+
 
 def test_an_unpipelined_grid_runs_its_first_trip_in_lockstep_then_drifts():
     residency = Residency(132 * 16 * 10, 4, 16)  # ten full waves of 16 per CU
