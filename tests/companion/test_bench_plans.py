@@ -6,6 +6,8 @@ from __future__ import annotations
 import subprocess
 import sys
 
+import pytest
+
 from companion.bench import collective_plan as mc
 from tests.conftest import ROOT
 
@@ -118,3 +120,28 @@ def test_the_kda_residency_and_generations_grids_list_their_workgroups_a_sm_with
         assert {r["seqs"] * r["heads"] * (r["value_dim"] // r["block_v"]) / 132 for r in rows} == per_sm
         assert {r["store_states"] for r in rows} == {True, False} and len(rows) == 2 * len(per_sm) * (
             2 if grid == "residency" else 1)
+
+
+def test_the_mla_split_grid_pairs_each_unplanned_shape_at_one_four_and_sixteen_partitions(capsys):
+    """The split grid lists 16 seeded shapes no planned row has, each at 1, 4 and 16 KV partitions, every split
+    holding rows; read back as rows, each shape gives the design-change table a 1 -> 4 and a 1 -> 16 pair."""
+    import ast
+
+    from companion.bench.cli import main
+    from validation.design_changes import pairs
+    from validation.suites import mla_decode
+
+    assert main(["suites", "--suite", "all", "--grid", "splits", "--list"]) == 0
+    rows = [ast.literal_eval(line.split(" ", 1)[1]) for line in capsys.readouterr().out.splitlines()]
+    assert len(rows) == 48 and rows == [mla_decode.splits_cases()[i].shape() | {
+        k: v for k, v in rows[i].items() if k not in mla_decode.SHAPE_COLUMNS} for i in range(48)]
+    shapes = {(r["seqs"], r["context"], r["heads"]) for r in rows}
+    assert len(shapes) == 16 and not shapes & {(c.seqs, c.context, c.heads) for c in mla_decode.cases()}
+    assert {r["heads"] for r in rows} <= {12, 16, 32} and all(r["context"] >= 16 * r["block_n"] for r in rows)
+    assert max(r["seqs"] * r["context"] for r in rows) <= mla_decode.SPLIT_GRID_MAX_TOKENS
+    measured = [{k: str(v) for k, v in r.items()} | {"time_s_median": str(1e-4 * (1 + i % 3)), "time_s_p10": "0",
+                                                      "time_s_p90": "0", "gpu_name": "NVIDIA H200", "sm_count": "132"}
+                for i, r in enumerate(rows)]
+    found = pairs([mla_decode.compare(r, "h200") for r in measured])
+    assert sorted(p.change for p in found) == ["1 -> 16"] * 16 + ["1 -> 4"] * 16
+    assert all(p.measured_ratio in (pytest.approx(2.0), pytest.approx(3.0)) for p in found)

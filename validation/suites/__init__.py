@@ -25,7 +25,7 @@ NAMES = (*BASE, *COMPANION)
 # Grids of their own that a suite may define as `<grid>_cases()`, measured as `<suite>_<grid>.csv` beside its
 # planned CSV and compared as a family of their own (`<group> <grid>`): launches laid out to test one property of the
 # model, each grid's predictions written before it ran (validation/NOTES.md)
-EXTRA_GRIDS = ("residency", "generations")
+EXTRA_GRIDS = ("residency", "generations", "splits")
 
 # Values of the `dtype` column (PyTorch's names) and their bytes per element.
 BF16 = "bfloat16"

@@ -128,6 +128,37 @@ def cases() -> list[MlaDecodeCase]:
     return out
 
 
+# The split grid: the split-KV knob (1 -> 4 -> 16 partitions) at shapes no planned row has, drawn once with a fixed
+# seed over the catalog's MLA decode (heads a GPU: Kimi K3 at TP8, DeepSeek-V3 at TP8 and TP4; 1-128 sequences over
+# 1K-128K tokens, the cache at most SPLIT_GRID_MAX_TOKENS rows). Its predictions were written before it ran
+# (validation/NOTES.md, 2026-12-06); its pairs join the design-change table.
+SPLIT_GRID_SEED = 20261206
+SPLIT_GRID_SHAPES = 16
+SPLIT_GRID_SPLITS = (1, 4, 16)
+SPLIT_GRID_HEADS = (12, 16, 32)
+SPLIT_GRID_MAX_TOKENS = 4 * 2**20  # 4.8 GB of bf16 cache, as the planned 32 x 128K row
+
+
+def splits_cases() -> list[MlaDecodeCase]:
+    """The split grid's cases: each drawn shape at every split count of SPLIT_GRID_SPLITS, adjacent."""
+    import math
+
+    import numpy as np
+
+    rng = np.random.default_rng(SPLIT_GRID_SEED)
+    planned = {(c.seqs, c.context, c.heads) for c in cases()}
+    shapes: list[tuple[int, int, int]] = []
+    while len(shapes) < SPLIT_GRID_SHAPES:
+        heads = int(rng.choice(SPLIT_GRID_HEADS))
+        context = round(math.exp(rng.uniform(math.log(1024), math.log(131072))))
+        seqs = round(math.exp(rng.uniform(0.0, math.log(128))))
+        shape = (seqs, context, heads)
+        if seqs * context <= SPLIT_GRID_MAX_TOKENS and shape not in planned and shape not in shapes:
+            shapes.append(shape)
+    return [MlaDecodeCase(seqs, context, n, 0, heads=heads) for seqs, context, heads in shapes
+            for n in SPLIT_GRID_SPLITS]
+
+
 def compare(row: dict[str, str], gpu_name: str) -> comparison.Comparison:
     """The row against `MlaDecode` with the Triton kernel's tiles (16-head blocks, block_n rows, num_warps*32), as
     `infersim kernel mla-decode` times it: from the compiled code (`compiled.companion`)."""
@@ -140,5 +171,6 @@ def compare(row: dict[str, str], gpu_name: str) -> comparison.Comparison:
     )
     pad = int(row["pad_heads_to"])
     label = (f"mla_decode seqs={row['seqs']} context={row['context']} splits={row['num_splits']}"
-             + (f" pad{pad}" if pad > int(row["heads"]) else ""))
+             + (f" pad{pad}" if pad > int(row["heads"]) else "")
+             + (f" heads={row['heads']}" if int(row["heads"]) != HEADS else ""))
     return comparison.compare(row, kernel, gpu_name, label, GROUP)

@@ -5,11 +5,13 @@
     python -m companion.bench suites --suite all --grid heldout --out DIR   # <suite>_heldout.csv
     python -m companion.bench suites --suite kda --grid residency --out DIR   # kda_residency.csv
     python -m companion.bench suites --suite kda --grid generations --out DIR   # kda_generations.csv
+    python -m companion.bench suites --suite mla_decode --grid splits --out DIR   # mla_decode_splits.csv
 
 `--grid heldout` times the held-out grid (`validation.heldout`: a seeded draw over the catalog's shapes) of the
 suites that have one, instead of the planned cases. `--grid residency` times the KDA verify launches of one to ten
 workgroups a SM (`validation.suites.kda.residency_cases`); `--grid generations` those of 4 to 21 a SM, around the
-slots a SM holds (`generations_cases`).
+slots a SM holds (`generations_cases`). `--grid splits` times MLA decode at 1, 4 and 16 KV partitions on 16 seeded
+shapes no planned row has (`validation.suites.mla_decode.splits_cases`).
 
 The cases, their exact FLOP and minimal HBM byte counts (counted before anything is timed) and the CSV
 columns come from the product side (`validation.suites`). Each suite's timing and correctness checks are
@@ -69,7 +71,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grid", choices=["planned", "heldout", *EXTRA_GRIDS], default="planned",
                         help="planned: each suite's own cases (default); heldout: its held-out draw; residency: "
                              "the suites that have one (kda), launches of 1 to 10 workgroups a SM; generations: "
-                             "4 to 21 a SM, around the workgroups a SM holds at once")
+                             "4 to 21 a SM, around the workgroups a SM holds at once; splits (mla_decode): 1, 4 "
+                             "and 16 KV partitions at 16 seeded shapes")
     parser.add_argument("--draw", type=int, default=1, help="with --grid heldout: which draw (validation.heldout)")
 
 
