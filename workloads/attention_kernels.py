@@ -225,13 +225,19 @@ class MlaDecode(KernelKind):
 
     def _split_program(self, width: int) -> Program:
         """One (sequence, head block, split) workgroup: block_n latent rows per trip, two stages deep (the trip's
-        work: `_split_trip`), read by cp.async into shared memory (its compiled loop's LDGSTS)."""
+        work: `_split_trip`), read by cp.async into shared memory (its compiled loop's LDGSTS).
+
+        Every head reads the same latent rows (MLA's one latent per token), so the head blocks of a sequence's
+        split read the same tiles (`reuse`): the first from HBM, the others from L2. They are dispatched together:
+        the grid runs (sequence, head block, split) with the sequence fastest, so a split's head blocks are one
+        sequence count apart in the dispatch order, within one wave of resident workgroups."""
         chain, instructions, load_bytes = _split_trip(self.block_n, self.threads, self.kv_dtype,
                                                       self.heads_per_workgroup, self.kv_lora, width)
         trips = self._split_trips() if self.contexts else ()
         return Program(trips=max(trips, default=cdiv(self.split_rows, self.block_n)), trip_load_bytes=load_bytes,
                        trip_instructions=instructions, trip_chain=chain, prefetch=1,
                        setup_chain=_SPLIT_SETUP_CHAIN, trip_counts=trips, async_loads=True,
+                       reuse=cdiv(self.padded_heads, self.heads_per_workgroup),
                        setup_store_bytes=self._tile_out_bytes(split=self.num_splits > 1))
 
     def _tile_out_bytes(self, split: bool) -> float:
