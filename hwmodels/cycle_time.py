@@ -321,6 +321,13 @@ def _drifts(program: Program) -> bool:
     return program.prefetch == 0 and program.trip_load_bytes > 0 and program.trips > 0
 
 
+# The coefficient of variation of one trip's time, from which a generation's spread follows (`drifting_s`).
+# Assumption: 1, an exponential's; the mean value analysis gives a trip's mean only, and what spreads it (the memory
+# system's service of one SM's requests against every other SM's) is not probed. 0.5 was tried beside it and is worse
+# on both GPUs' rows (validation/NOTES.md, 2026-12-06).
+TRIP_TIME_CV = 1.0
+
+
 def drifting_s(program: Program, gpu: GPU, residency: Residency, curve: MemoryCurve, hbm_bytes_per_s: float) -> float:
     """An unpipelined grid on its busiest CU: the resident workgroups start together, so their first trip runs in
     lockstep (`trip_s`: all load, all compute, all store); every later trip, of these workgroups and of those
@@ -330,6 +337,15 @@ def drifting_s(program: Program, gpu: GPU, residency: Residency, curve: MemoryCu
     dependent multiply-adds a value, store) takes 130 µs as a copy and 130 µs with 32 multiply-adds a value,
     one workgroup per tile or persistent programs alike: the compute hides under other workgroups' memory
     traffic, which lockstep waves would add to it (+28 to +52 %).
+
+    Where the CU's workgroups are not a whole number of generations of `resident`, the last few run after the
+    others, at their own residency. How much of that tail the even split over the slots hides depends on how far
+    the slots have drifted apart by then: after k generations of n trips each, a slot's finish spreads by about
+    sqrt(k n) trips' spread (`TRIP_TIME_CV` of a trip), against a generation's n trips. Long-lived workgroups
+    leave their slots together, and the remainder runs as a generation of its own (the H100's generations grid:
+    one workgroup past a SM's four slots, 72.7 -> 95.7 us at 16 trips); short-lived ones leave at scattered times
+    and the next fill them as they free, as the even split has it. The time is the even split's plus (1 - a) of
+    the lockstep generations' excess, a = min(1, cv sqrt(k / n)).
     """
     cus, warps = gpu.compute_units, residency.warps_per_workgroup
     rounds = -(-residency.workgroups // cus)
@@ -339,7 +355,16 @@ def drifting_s(program: Program, gpu: GPU, residency: Residency, curve: MemoryCu
     first = trip_s(program, gpu, resident, warps, streaming, curve, hbm_bytes_per_s)
     steady = steady_trip_s(program, gpu, resident, warps, streaming, curve, hbm_bytes_per_s)
     slot_trips = rounds * program.trips / resident  # trips each resident slot runs
-    return -(-rounds // resident) * setup + first + max(0.0, slot_trips - 1) * steady
+    even = -(-rounds // resident) * setup + first + max(0.0, slot_trips - 1) * steady
+    generations, rest = divmod(rounds, resident)
+    drifted = min(1.0, TRIP_TIME_CV * math.sqrt(generations / program.trips)) if generations else 1.0
+    if not rest or drifted >= 1.0:
+        return even
+    # whole generations in lockstep, then the remainder as a generation of its own at its residency
+    lockstep = (generations + 1) * setup + generations * (first + (program.trips - 1) * steady) + (
+        trip_s(program, gpu, rest, warps, streaming, curve, hbm_bytes_per_s)
+        + (program.trips - 1) * steady_trip_s(program, gpu, rest, warps, streaming, curve, hbm_bytes_per_s))
+    return even + (1.0 - drifted) * max(0.0, lockstep - even)
 
 
 def completion_s(gpu: GPU) -> float:

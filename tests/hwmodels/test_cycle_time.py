@@ -351,3 +351,27 @@ def test_the_fast_copy_of_a_value_class_is_its_replacement(trips, counts, dram, 
 def test_the_fast_copy_names_a_field_that_does_not_exist():
     with pytest.raises(TypeError, match="Program has no field 'trip'"):
         evolved(Program(), trip=3)
+
+
+def test_a_workgroup_past_the_slots_costs_a_generation_when_workgroups_live_long():
+    """Five workgroups a CU on four slots: long-lived workgroups (64 trips) leave their slots together, so the
+    fifth runs as a generation of its own, alone (about one more workgroup's life at one resident); one-trip
+    workgroups have drifted apart, and the fifth fills whichever slot frees first (the even split over the slots:
+    a quarter of a workgroup's life at four residents)."""
+    from hwmodels.cycle_time import TRIP_TIME_CV, drifting_s
+
+    assert TRIP_TIME_CV == 1.0
+    cus = H200.compute_units
+    added = {}
+    for trips in (64, 1):
+        tile = Program(trips=trips, trip_load_bytes=8192, trip_instructions=540)
+        four, five = (drifting_s(tile, H200, Residency(cus * n, 4, 4), CURVE, HBM) for n in (4, 5))
+        steady = steady_trip_s(tile, H200, 4, 4, 132, CURVE, HBM)
+        alone = steady_trip_s(tile, H200, 1, 4, 132, CURVE, HBM)
+        added[trips] = (five - four, trips * steady / 4, trips * alone)
+    tail, even, generation = added[64]
+    assert even < generation
+    # a = min(1, sqrt(1 generation / 64 trips)) = 1/8 of the way from the generation back to the even split
+    assert generation * 0.8 < tail <= generation * 1.05
+    tail, even, generation = added[1]
+    assert tail == pytest.approx(even, rel=1e-6)  # a = 1: the even split
