@@ -44,14 +44,17 @@ SEED = 20261202  # the draws are fixed: the same grid every time it is planned
 # for the die the two share (NOTES.md).
 # Draw 9 was measured on 2026-12-05 on an H100 after its spec took its own probes' values and the shared loads were
 # priced by form (session 47), and read only after: a test of those changes on shapes no one had looked at.
-DRAWS = (1, 2, 3, 4, 5, 6, 7, 8, 9)
+# Draw 10 was measured on 2026-12-06 on an H100 with the model at 64f20bf (session 52: the schedulers' residual, the
+# MLA head blocks' shared latent, a generation's tail by the slots' drift), and read only after: a test of those
+# changes on shapes no one had looked at, set beside the model at the session's start (de3ae65).
+DRAWS = (1, 2, 3, 4, 5, 6, 7, 8, 9, 10)
 COUNTS = {"gemm": 24, "mla_decode": 16, "kda": 16, "norm": 12, "codec": 12, "moe": 16}
 SUITES = tuple(COUNTS)
 _FIRST = ("gemm", "mla_decode", "kda", "norm", "codec")
 # per GPU, the suites each draw was measured for
 RECORDED: dict[str, dict[int, tuple[str, ...]]] = {
     "h200": {1: _FIRST, 2: _FIRST, 3: _FIRST, 4: ("moe",), 5: (*_FIRST, "moe"), 6: (*_FIRST, "moe")},
-    "h100": {7: (*_FIRST, "moe"), 8: (*_FIRST, "moe"), 9: (*_FIRST, "moe")},
+    "h100": {7: (*_FIRST, "moe"), 8: (*_FIRST, "moe"), 9: (*_FIRST, "moe"), 10: (*_FIRST, "moe")},
 }
 MIB = 1 << 20
 MOE_WEIGHT_BYTES = 32 << 30  # the held-out expert GEMMs' fp32 weights at most (one H200 holds them)
