@@ -357,7 +357,7 @@ def drifting_s(program: Program, gpu: GPU, residency: Residency, curve: MemoryCu
     slot_trips = rounds * program.trips / resident  # trips each resident slot runs
     even = -(-rounds // resident) * setup + first + max(0.0, slot_trips - 1) * steady
     generations, rest = divmod(rounds, resident)
-    drifted = min(1.0, TRIP_TIME_CV * math.sqrt(generations / program.trips)) if generations else 1.0
+    drifted = min(1.0, TRIP_TIME_CV * math.sqrt(generations / program.trips))  # resident <= rounds: generations >= 1
     if not rest or drifted >= 1.0:
         return even
     # whole generations in lockstep, then the remainder as a generation of its own at its residency

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
 __all__ = [
     "KERNEL_KINDS", "AddRmsNorm", "AttentionPrefill", "AttnResMix", "Copy", "Dequantize", "Elementwise",
-    "Gemm", "GroupedMm", "KdaDecode", "KdaPrefill", "KdaVerify", "MlaDecode", "MoeGemm", "Quantize", "RmsNorm",
+    "EmptyKernel", "Gemm", "GroupedMm", "KdaDecode", "KdaPrefill", "KdaVerify", "MlaDecode", "MoeGemm", "Quantize",
+    "RmsNorm",
 ]
 
 
@@ -574,27 +575,46 @@ class Elementwise(KernelKind):
     dtype: Dtype = Dtype.BF16  # storage dtype of inputs and output
     threads: int = 256  # threads per workgroup
     elements_per_workgroup: int = 4096  # values per workgroup (16 per thread at 256 threads)
+    # the inputs were written by the launch just before (an in-place update launched back to back, `x.add_(1)`), so
+    # where they fit they are read from L2 (`Program.fresh_input_bytes`)
+    input_in_l2: bool = False
 
     def __post_init__(self) -> None:
         check_ints(self, ("elements", "threads", "elements_per_workgroup"), ("inputs", "ops_per_element"))
         coerce(self, "dtype", Dtype)
+        check_bool(self, "input_in_l2")
 
     def launches(self) -> tuple[Work, ...]:
         """One launch; no LDS, since no value is shared between threads."""
         e = self.elements
         flop = self.ops_per_element * e
         read, write = self.inputs * self.dtype.storage_bytes(e), self.dtype.storage_bytes(e)
-        return (
-            Work(
-                flop_by_dtype={Dtype.FP32: flop},
-                read_bytes=read,
-                write_bytes=write,
-                workgroups=cdiv(e, self.elements_per_workgroup),
-                threads_per_workgroup=self.threads,
-                family=Family.ELEMENTWISE,
-                **full_block_figures(flop, read + write, e, self.elements_per_workgroup),
-            ),
+        work = Work(
+            flop_by_dtype={Dtype.FP32: flop},
+            read_bytes=read,
+            write_bytes=write,
+            workgroups=cdiv(e, self.elements_per_workgroup),
+            threads_per_workgroup=self.threads,
+            family=Family.ELEMENTWISE,
+            **full_block_figures(flop, read + write, e, self.elements_per_workgroup),
         )
+        if self.input_in_l2:  # each workgroup loads its share and stores its share once
+            share = 1 / work.workgroups
+            work = replace(work, program=Program(trips=1, trip_load_bytes=read * share,
+                                                 trip_store_bytes=write * share, fresh_input_bytes=read))
+        return (work,)
+
+
+@dataclass(frozen=True)
+class EmptyKernel(KernelKind):
+    """A Triton kernel whose body does nothing: one workgroup of one warp, no FLOP, no bytes, launched through
+    Triton's launcher when eager. Its time is the launch's cost alone: what a graph node or an eager launch adds."""
+
+    kind: ClassVar[str] = "empty"
+
+    def launches(self) -> tuple[Work, ...]:
+        return (Work({}, 0.0, 0.0, workgroups=1, threads_per_workgroup=32, family=Family.ELEMENTWISE,
+                     triton_launch=True),)
 
 
 @dataclass(frozen=True)
@@ -695,6 +715,6 @@ KERNEL_KINDS: Mapping[str, type] = MappingProxyType({
     cls.kind: cls
     for cls in (
         Gemm, MoeGemm, GroupedMm, AttentionPrefill, MlaDecode, KdaPrefill, KdaDecode, KdaVerify,
-        RmsNorm, AddRmsNorm, AttnResMix, Elementwise, Copy, Quantize, Dequantize,
+        RmsNorm, AddRmsNorm, AttnResMix, Elementwise, Copy, Quantize, Dequantize, EmptyKernel,
     )
 })

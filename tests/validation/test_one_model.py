@@ -23,7 +23,6 @@ GPUS = ("h200", "h100")  # the GPUs with measured suite rows (validation/data/<g
 # same question; the two-GPU collective rows are not suite rows (test_collective_quickreduce.py holds them to
 # `infersim collective`).
 NOT_YET_ONE_MODEL = {
-    "launch eager", "launch graph",  # validation's own empty and in-place kernels
     "occupancy waves ratio",  # a ratio of two launches of a probe kernel of validation's own, not a launch's time
 }
 

@@ -8,16 +8,12 @@ graph, replayed (host gaps hidden), so the time is the GPU's cost per graph node
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
-from typing import ClassVar
+from dataclasses import dataclass
 
-from hwmodels.program import Program
-from hwmodels.work import Work
 from validation.comparison import Comparison
 from validation.comparison import compare as compare_row
 from validation.suites import EAGER, ELEMENT_BYTES, FP32, GRAPH
-from workloads.kernel_base import KernelKind
-from workloads.kernels import Elementwise
+from workloads.kernels import Elementwise, EmptyKernel
 
 SUITE = "launch"
 SHAPE_COLUMNS = ("numel",)
@@ -65,36 +61,9 @@ def cases() -> list[LaunchCase]:
     return out
 
 
-@dataclass(frozen=True)
-class EmptyKernel(KernelKind):
-    """A Triton kernel whose body does nothing: one workgroup of one warp, no FLOP, no bytes; launched eagerly
-    through Triton's launcher."""
-
-    kind: ClassVar[str] = "empty"
-
-    def launches(self) -> tuple[Work, ...]:
-        return (Work({}, 0.0, 0.0, workgroups=1, threads_per_workgroup=32, triton_launch=True),)
-
-
-@dataclass(frozen=True)
-class InPlaceAdd(KernelKind):
-    """`x.add_(1)` on a small tensor, back to back: each launch reads what the one before wrote, so its input
-    sits in L2 (`Program.fresh_input_bytes`)."""
-
-    kind: ClassVar[str] = "add_"
-
-    numel: int
-
-    def launches(self) -> tuple[Work, ...]:
-        (work,) = Elementwise(elements=self.numel, inputs=1, dtype="fp32").launches()
-        share = 1 / work.workgroups
-        program = Program(trips=1, trip_load_bytes=work.read_bytes * share, trip_store_bytes=work.write_bytes * share,
-                          fresh_input_bytes=work.read_bytes)
-        return (replace(work, program=program),)
-
-
 def compare(row: dict[str, str], gpu_name: str) -> Comparison:
-    """The model's kernel for the row, in the row's launch mode: `triton_empty` is an empty Triton kernel,
-    `torch_add_` a one-input fp32 Elementwise of the row's size whose input the launch before wrote."""
-    kernel = EmptyKernel() if row["kernel"] == "triton_empty" else InPlaceAdd(int(row["numel"]))
+    """The product's kernel for the row, in the row's launch mode: `triton_empty` is `EmptyKernel`, `torch_add_` a
+    one-input fp32 `Elementwise` of the row's size whose input the launch before wrote (`input_in_l2`)."""
+    kernel = (EmptyKernel() if row["kernel"] == "triton_empty" else
+              Elementwise(elements=int(row["numel"]), inputs=1, dtype="fp32", input_in_l2=True))
     return compare_row(row, kernel, gpu_name, f"{row['kernel']} {row['launch_mode']}", f"launch {row['launch_mode']}")

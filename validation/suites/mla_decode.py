@@ -18,7 +18,10 @@ Counts, exact and fixed before timing:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
+
+import numpy as np
 
 from validation import comparison
 from validation.suites import BF16, GRAPH
@@ -141,10 +144,6 @@ SPLIT_GRID_MAX_TOKENS = 4 * 2**20  # 4.8 GB of bf16 cache, as the planned 32 x 1
 
 def splits_cases() -> list[MlaDecodeCase]:
     """The split grid's cases: each drawn shape at every split count of SPLIT_GRID_SPLITS, adjacent."""
-    import math
-
-    import numpy as np
-
     rng = np.random.default_rng(SPLIT_GRID_SEED)
     planned = {(c.seqs, c.context, c.heads) for c in cases()}
     shapes: list[tuple[int, int, int]] = []
